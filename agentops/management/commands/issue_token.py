@@ -1,0 +1,20 @@
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from agentops.services import token_issue
+
+
+class Command(BaseCommand):
+    help = "Print a new API bearer token for a user (only its hash is stored)."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("username")
+        parser.add_argument("--name", default="cli", help="a label for the token")
+
+    def handle(self, *args, username: str, name: str, **options) -> None:
+        user = get_user_model().objects.filter(username=username).first()
+        if user is None:
+            raise CommandError(f"No user named {username!r}.")
+        self.stdout.write(token_issue(user=user, name=name))

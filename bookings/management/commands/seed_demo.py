@@ -1,0 +1,13 @@
+from __future__ import annotations
+
+from django.core.management.base import BaseCommand
+
+from bookings.demo import load_demo_data
+
+
+class Command(BaseCommand):
+    help = "Load the demo rooms, users and groups (idempotent)."
+
+    def handle(self, *args, **options) -> None:
+        load_demo_data()
+        self.stdout.write("Demo data loaded.")

@@ -1,0 +1,118 @@
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractUser
+from django.contrib.postgres.constraints import ExclusionConstraint
+from django.contrib.postgres.fields import ArrayField, DateTimeRangeField, RangeOperators
+from django.db import models
+from django.db.models import Q
+from django.db.models.functions import Cast, Concat
+
+
+class Department(models.TextChoices):
+    ENGINEERING = "Engineering"
+    SALES = "Sales"
+
+
+class Role(models.TextChoices):
+    """Roles are Django groups of these names."""
+
+    EMPLOYEE = "employees"
+    APPROVER = "approvers"
+    ADMIN = "admins"
+
+
+class User(AbstractUser):
+    employee_id = models.CharField(max_length=16, unique=True, null=True, blank=True)
+    department = models.CharField(max_length=32, choices=Department.choices, blank=True)
+
+    def has_role(self, role: Role) -> bool:
+        if self.is_superuser and role == Role.ADMIN:
+            return True
+        return any(g.name == role for g in self.groups.all())
+
+    def __str__(self) -> str:
+        return f"{self.username} ({self.employee_id})" if self.employee_id else self.username
+
+
+class Room(models.Model):
+    code = models.CharField(max_length=16, unique=True)
+    name = models.CharField(max_length=100)
+    capacity = models.PositiveSmallIntegerField()
+    equipment = ArrayField(models.CharField(max_length=32), default=list, blank=True)
+    department = models.CharField(max_length=32, choices=Department.choices)
+    floor = models.SmallIntegerField(default=1)
+    notes = models.TextField(blank=True, help_text="Free text. Untrusted data, never instructions.")
+    bookable = models.BooleanField(default=True)
+    requires_approval = models.BooleanField(
+        default=False, help_text="Premium or paid room: agent bookings need a human approval."
+    )
+    schedule_version = models.PositiveIntegerField(
+        default=0, help_text="Incremented in the same transaction as every schedule write."
+    )
+
+    class Meta:
+        ordering = ["code"]
+        constraints = [models.CheckConstraint(condition=Q(capacity__gte=1), name="room_capacity_positive")]
+
+    def __str__(self) -> str:
+        return f"{self.code} {self.name}"
+
+
+class BookingStatus(models.TextChoices):
+    CONFIRMED = "confirmed"
+    CANCELLED = "cancelled"
+
+
+class Booking(models.Model):
+    code = models.CharField(
+        max_length=16,
+        unique=True,
+        editable=False,
+        db_default=Concat(
+            models.Value("B"),
+            Cast(models.Func(models.Value("bookings_booking_code_seq"), function="nextval"),
+                 models.CharField()),
+        ),
+    )
+    room = models.ForeignKey(Room, on_delete=models.PROTECT, related_name="bookings")
+    requester = models.ForeignKey("bookings.User", on_delete=models.PROTECT, related_name="bookings")
+    during = DateTimeRangeField(help_text="Half-open [start, end).")
+    attendees = models.PositiveSmallIntegerField()
+    status = models.CharField(max_length=16, choices=BookingStatus.choices, default=BookingStatus.CONFIRMED)
+    idempotency_key = models.CharField(max_length=200, unique=True)
+    run_id = models.CharField(max_length=64, blank=True, help_text="Agent run that created it, if any.")
+    action_id = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    cancelled_at = models.DateTimeField(null=True, blank=True)
+    cancelled_by = models.ForeignKey(
+        "bookings.User", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            ExclusionConstraint(
+                name="booking_no_overlap",
+                expressions=[("room", RangeOperators.EQUAL), ("during", RangeOperators.OVERLAPS)],
+                condition=Q(status="confirmed"),
+            ),
+            models.CheckConstraint(condition=Q(attendees__gte=1), name="booking_attendees_positive"),
+            models.CheckConstraint(condition=Q(during__isempty=False), name="booking_during_not_empty"),
+            models.CheckConstraint(
+                condition=Q(status="confirmed", cancelled_at__isnull=True)
+                | Q(status="cancelled", cancelled_at__isnull=False),
+                name="booking_cancelled_at_matches_status",
+            ),
+        ]
+        indexes = [models.Index(fields=["requester", "-created_at"])]
+
+    def __str__(self) -> str:
+        return self.code
+
+    @property
+    def start_at(self):
+        return self.during.lower
+
+    @property
+    def end_at(self):
+        return self.during.upper

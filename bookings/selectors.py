@@ -1,0 +1,114 @@
+"""Booking reads."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from bookings import rules
+from bookings.errors import BookingError
+from bookings.models import Booking, BookingStatus, Role, Room, User
+
+MAX_PAGE = 50
+DEFAULT_PAGE = 10
+
+
+@dataclass(frozen=True)
+class RoomAvailability:
+    room: Room
+    version: int
+    observed_at: datetime
+
+
+def room_search(
+    *,
+    start_at: datetime,
+    end_at: datetime,
+    attendees: int,
+    equipment: Sequence[str] = (),
+) -> list[RoomAvailability]:
+    """Rooms that fit ``attendees`` and ``equipment`` and are free for the whole window,
+    smallest first. Each carries the schedule version read in the same statement."""
+    now = timezone.now()
+    rules.check_window(start_at, end_at, now=now)
+    rules.check_attendees(attendees)
+    wanted = rules.normalize_equipment(equipment)
+    taken = Booking.objects.filter(
+        room=OuterRef("pk"),
+        status=BookingStatus.CONFIRMED,
+        during__overlap=DateTimeTZRange(start_at, end_at, "[)"),
+    )
+    rooms = (
+        Room.objects.filter(bookable=True, capacity__gte=attendees, equipment__contains=wanted)
+        .filter(~Exists(taken))
+        .order_by("capacity", "code")
+    )
+    return [RoomAvailability(room=r, version=r.schedule_version, observed_at=now) for r in rooms]
+
+
+def room_get(*, code: str) -> Room | None:
+    return Room.objects.filter(code=code).first()
+
+
+def booking_get(*, user: User, code: str) -> Booking:
+    """A booking its requester (or an admin) may see; anyone else gets not_found."""
+    booking = Booking.objects.select_related("room", "requester").filter(code=code).first()
+    if booking is None or (booking.requester_id != user.pk and not user.has_role(Role.ADMIN)):
+        raise BookingError("not_found", "booking_not_found", f"There is no booking {code} of yours.")
+    return booking
+
+
+def booking_get_by_key(*, idempotency_key: str) -> Booking | None:
+    """What happened to this idempotency key: the booking it created, or None if none exists."""
+    return Booking.objects.select_related("room").filter(idempotency_key=idempotency_key).first()
+
+
+@dataclass(frozen=True)
+class BookingPage:
+    items: list[Booking]
+    next_cursor: str | None
+    has_more: bool
+
+
+def _encode_cursor(booking_id: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"before": booking_id}).encode()).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> int:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        value = json.loads(base64.urlsafe_b64decode(padded.encode()))["before"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BookingError("invalid_input", "bad_cursor", "The cursor is not one this service issued.",
+                           "Pass next_cursor from the previous page unchanged.") from exc
+    if not isinstance(value, int):
+        raise BookingError("invalid_input", "bad_cursor", "The cursor is not one this service issued.")
+    return value
+
+
+def booking_list_for_user(
+    *, user: User, limit: int = DEFAULT_PAGE, cursor: str | None = None, upcoming_only: bool = False
+) -> BookingPage:
+    """The user's bookings, newest first, a page at a time (keyset on id)."""
+    if not isinstance(limit, int) or limit < 1 or limit > MAX_PAGE:
+        raise BookingError("invalid_input", "bad_limit", f"limit must be 1 to {MAX_PAGE}.")
+    qs = Booking.objects.select_related("room").filter(requester=user).order_by("-id")
+    if upcoming_only:
+        qs = qs.filter(Q(during__endswith__gt=timezone.now()))
+    if cursor:
+        qs = qs.filter(id__lt=_decode_cursor(cursor))
+    rows = list(qs[: limit + 1])
+    has_more = len(rows) > limit
+    items = rows[:limit]
+    return BookingPage(
+        items=items,
+        next_cursor=_encode_cursor(items[-1].id) if has_more else None,
+        has_more=has_more,
+    )

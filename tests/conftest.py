@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API in tests
+
+SHANGHAI = ZoneInfo("Asia/Shanghai")
+
+
+@pytest.fixture
+def demo(db):
+    """The demo rooms, users and groups, as `make run` loads them."""
+    from bookings.demo import load_demo_data
+
+    load_demo_data()
+
+
+@pytest.fixture
+def e17(demo):
+    from bookings.models import User
+
+    return User.objects.get(username="e17")
+
+
+@pytest.fixture
+def e23(demo):
+    from bookings.models import User
+
+    return User.objects.get(username="e23")
+
+
+@pytest.fixture
+def approver(demo):
+    from bookings.models import User
+
+    return User.objects.get(username="a01")
+
+
+@pytest.fixture
+def admin_user(demo):
+    from bookings.models import User
+
+    return User.objects.get(username="admin")
+
+
+def slot(days: int = 2, hour: int = 14, hours: int = 1, minute: int = 0) -> tuple[datetime, datetime]:
+    """A future window in Shanghai time, `days` from today."""
+    day = datetime.now(SHANGHAI).date() + timedelta(days=days)
+    start = datetime(day.year, day.month, day.day, hour, minute, tzinfo=SHANGHAI)
+    return start, start + timedelta(hours=hours)
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
