@@ -6,6 +6,7 @@ PY    := $(VENV)/bin/python
 PYTHON ?= $(shell for p in python3.13 python3.12 /root/.pyenv/versions/3.13*/bin/python3 /root/.pyenv/versions/3.12*/bin/python3 python3; do \
 	  command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { command -v $$p; break; }; done)
 PYTEST_ARGS ?=
+TEST_VAR ?= var/test
 
 .PHONY: run test test-integration services stop lint bench venv clean
 
@@ -23,11 +24,11 @@ run: venv
 
 # The whole suite against fresh, throwaway embedded servers (or DATABASE_URL/REDIS_URL if set).
 test: venv
-	$(PY) -m config.devservers exec --var var/test --fresh --fast -- $(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m config.devservers exec --var $(TEST_VAR) --fresh --fast -- $(PY) -m pytest $(PYTEST_ARGS)
 
 # Only the tests marked `integration`, e.g. against the machine's own servers.
 test-integration: venv
-	$(PY) -m config.devservers exec --var var/test --fresh --fast -- $(PY) -m pytest -m integration $(PYTEST_ARGS)
+	$(PY) -m config.devservers exec --var $(TEST_VAR) --fresh --fast -- $(PY) -m pytest -m integration $(PYTEST_ARGS)
 
 services: venv
 	$(PY) -m config.devservers up

@@ -6,3 +6,8 @@ from django.apps import AppConfig
 class AgentopsConfig(AppConfig):
     name = "agentops"
     verbose_name = "Agent runtime"
+
+    def ready(self) -> None:
+        from agentops import registry
+
+        registry.autodiscover()

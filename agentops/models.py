@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import hashlib
+import uuid
 import secrets
 
 from django.conf import settings
@@ -31,3 +32,162 @@ class ApiToken(models.Model):
     @staticmethod
     def generate() -> str:
         return "ak_" + secrets.token_urlsafe(32)
+
+
+class RunStatus(models.TextChoices):
+    RUNNING = "running"
+    WAITING_APPROVAL = "waiting_approval"
+    RECONCILING = "reconciling"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL_RUN_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
+
+
+class AgentRun(models.Model):
+    """One request of one employee to the assistant. Runtime state: resumable from these rows."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    subject = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="agent_runs")
+    goal = models.TextField()
+    language = models.CharField(max_length=8, default="en")
+    model_name = models.CharField(max_length=32)
+    delegation = models.JSONField(default=dict, help_text="Set by the host, never by the model.")
+    budgets = models.JSONField(default=dict)
+    policy_version = models.CharField(max_length=32)
+    faults = models.JSONField(default=list, blank=True, help_text="Fault injection for tests and drills.")
+    model_script = models.JSONField(default=list, blank=True, help_text="Steps of the scripted model (tests).")
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.RUNNING)
+    outcome = models.CharField(max_length=40, blank=True)
+    reply = models.TextField(blank=True)
+    turn = models.PositiveIntegerField(default=0)
+    proposals = models.PositiveIntegerField(default=0)
+    tool_calls = models.PositiveIntegerField(default=0)
+    event_seq = models.PositiveIntegerField(default=0)
+    deadline = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(finished_at__isnull=True)
+                | models.Q(status__in=["succeeded", "failed", "cancelled"]),
+                name="run_finished_only_when_terminal",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.id} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_RUN_STATUSES
+
+
+class ActionStatus(models.TextChoices):
+    REJECTED = "rejected"  # refused by the gate; nothing executed
+    WAITING_APPROVAL = "waiting_approval"
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    UNKNOWN_OUTCOME = "unknown_outcome"
+    NEEDS_HUMAN = "needs_human"
+    CANCELLED = "cancelled"
+
+
+OPEN_ACTION_STATUSES = frozenset({ActionStatus.QUEUED, ActionStatus.RUNNING})
+
+
+class Action(models.Model):
+    """A proposed tool call and everything the runtime did with it."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="actions")
+    turn = models.PositiveIntegerField()
+    call_index = models.PositiveIntegerField()
+    tool = models.CharField(max_length=64)
+    params = models.JSONField(help_text="Validated arguments (or the raw ones, when refused).")
+    params_digest = models.CharField(max_length=64)
+    readonly = models.BooleanField(default=True)
+    risk = models.CharField(max_length=8, blank=True)
+    risk_reasons = models.JSONField(default=list, blank=True)
+    observed_version = models.IntegerField(null=True, blank=True)
+    idempotency_key = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=20, choices=ActionStatus.choices)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    result = models.JSONField(null=True, blank=True, help_text="The envelope returned to the model.")
+    proposal_deadline = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(null=True, blank=True)
+    task_id = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["turn", "call_index"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "turn", "call_index"], name="action_position_unique"),
+            models.UniqueConstraint(
+                fields=["idempotency_key"], condition=~models.Q(idempotency_key=""),
+                name="action_idempotency_key_unique",
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "lease_expires_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.tool} ({self.status})"
+
+
+class TraceEvent(models.Model):
+    """Every gate decision, proposal, execution, reconciliation and reply of a run, in order."""
+
+    run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=40)
+    action = models.ForeignKey(Action, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="trace_seq_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.seq} {self.kind}"
+
+
+class IdempotencyStatus(models.TextChoices):
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+
+
+class IdempotencyRecord(models.Model):
+    """A write's key: replays the finished response, refuses other parameters under the same key."""
+
+    key = models.CharField(max_length=255, unique=True)
+    tool = models.CharField(max_length=64)
+    subject = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    request_digest = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=IdempotencyStatus.choices)
+    response = models.JSONField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status="in_progress") | models.Q(response__isnull=False),
+                name="idempotency_completed_has_response",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.key

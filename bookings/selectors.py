@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
@@ -66,8 +67,19 @@ def booking_get(*, user: User, code: str) -> Booking:
 
 
 def booking_get_by_key(*, idempotency_key: str) -> Booking | None:
-    """What happened to this idempotency key: the booking it created, or None if none exists."""
+    """The booking created under this idempotency key, if any (no waiting)."""
     return Booking.objects.select_related("room").filter(idempotency_key=idempotency_key).first()
+
+
+def booking_lookup_receipt(*, idempotency_key: str) -> Booking | None:
+    """What happened to this key, after any in-flight write of it has committed or aborted.
+
+    Takes the key's advisory lock (the one booking_reserve holds until commit), so None
+    proves that no write of this key has committed so far.
+    """
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [idempotency_key])
+        return booking_get_by_key(idempotency_key=idempotency_key)
 
 
 @dataclass(frozen=True)

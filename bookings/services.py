@@ -20,8 +20,11 @@ from bookings.models import Booking, BookingStatus, Role, Room, User
 # (only if it still fits and, when given, the caller's version is current), then insert the
 # booking. The exclusion constraint refuses an overlap, which aborts the statement and so the
 # version bump with it. One round trip; PostgreSQL re-checks the WHERE on the locked, newest row.
+# The advisory lock on the idempotency key is held until commit, so that a receipt lookup
+# (selectors.booking_lookup_receipt) waits for an in-flight write of the same key.
 _RESERVE_SQL = """
-WITH room AS (
+WITH guard AS (SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 0))),
+room AS (
     UPDATE bookings_room
        SET schedule_version = schedule_version + 1
      WHERE code = %(room)s
@@ -29,6 +32,7 @@ WITH room AS (
        AND capacity >= %(attendees)s
        AND equipment @> %(equipment)s::varchar[]
        AND (%(expected)s::integer IS NULL OR schedule_version = %(expected)s::integer)
+       AND EXISTS (SELECT FROM guard)
  RETURNING id, schedule_version
 )
 INSERT INTO bookings_booking

@@ -136,6 +136,13 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEO
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "agentops")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_SEND_TASK_EVENTS = False
+CELERY_BEAT_SCHEDULE = {
+    "sweep-stuck-runs": {
+        "task": "agentops.tasks.sweep_task",
+        "schedule": float(os.environ.get("AGENT_SWEEP_SECONDS", "30")),
+    },
+}
 
 # --- agent runtime ---
 AGENT_MODEL = os.environ.get("AGENT_MODEL", "rules")

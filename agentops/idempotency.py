@@ -1,0 +1,64 @@
+"""The idempotency table: Stripe's semantics for writes, keyed by the host, never by the model."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import connection
+from django.utils import timezone
+
+from agentops.contract import canonical_json
+from agentops.models import IdempotencyRecord, IdempotencyStatus
+
+TTL = timedelta(days=7)
+
+
+def request_digest(*, tool: str, subject_id: int, params: dict[str, Any]) -> str:
+    """The intent's digest: tool + validated parameters + subject."""
+    text = canonical_json({"tool": tool, "subject": subject_id, "params": params})
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Claim:
+    state: str  # owner | replay | reuse | in_progress
+    response: dict[str, Any] | None = None
+
+
+def idempotency_claim(*, key: str, tool: str, subject_id: int, digest: str) -> Claim:
+    """Take the key for this call, or say why not. The claim commits on its own (autocommit or
+    the caller's transaction), so a concurrent duplicate sees it at once."""
+    now = timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO agentops_idempotencyrecord
+                   (key, tool, subject_id, request_digest, status, created_at, expires_at)
+            VALUES (%s, %s, %s, %s, 'in_progress', %s, %s)
+            ON CONFLICT (key) DO NOTHING
+            RETURNING id
+            """,
+            [key, tool, subject_id, digest, now, now + TTL],
+        )
+        if cursor.fetchone() is not None:
+            return Claim("owner")
+    record = IdempotencyRecord.objects.get(key=key)
+    if record.request_digest != digest:
+        return Claim("reuse")
+    if record.status == IdempotencyStatus.COMPLETED:
+        return Claim("replay", record.response)
+    return Claim("in_progress")
+
+
+def idempotency_complete(*, key: str, response: dict[str, Any]) -> None:
+    IdempotencyRecord.objects.filter(key=key).update(
+        status=IdempotencyStatus.COMPLETED, response=response, completed_at=timezone.now()
+    )
+
+
+def idempotency_release(*, key: str) -> None:
+    """Give the key back when the call is known not to have happened (so a retry may run)."""
+    IdempotencyRecord.objects.filter(key=key, status=IdempotencyStatus.IN_PROGRESS).delete()

@@ -1,0 +1,28 @@
+"""Celery tasks: ids in, one service call each. Delivery is at least once; the services are
+idempotent (they claim rows by status under a lock)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from agentops import runs
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def run_step_task(run_id: str, turn: int) -> None:
+    runs.run_step(run_id, turn)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def execute_action_task(action_id: str) -> None:
+    runs.action_execute(action_id)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def reconcile_action_task(action_id: str) -> None:
+    runs.action_reconcile(action_id)
+
+
+@shared_task(acks_late=True)
+def sweep_task() -> dict[str, int]:
+    return runs.sweep()

@@ -1,0 +1,296 @@
+"""Booking contention: booking_reserve against raw constrained INSERTs, same workload.
+
+T threads each make A reservation attempts over overlapping random windows (a 30-minute grid
+over a few days, K rooms), first through the service (``booking_reserve``), then as one plain
+``INSERT`` per attempt on a psycopg connection in autocommit, relying on the exclusion
+constraint alone. Both phases count attempts per second of wall time: confirmed and refused
+alike, measured from the moment all threads are released (connections are opened before).
+
+    make bench
+    DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/booking_contention.py [--threads 8]
+
+Prints one JSON object on stdout; exits 1 if any attempt errored or any room is double-booked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+GRID = timedelta(minutes=30)
+FIRST_SLOT_HOUR, SLOTS_PER_DAY = 8, 24  # 08:00-20:00
+USERNAMES = ("e17", "e23", "a01", "admin")
+
+RAW_INSERT = """
+INSERT INTO bookings_booking
+       (room_id, requester_id, during, attendees, status, idempotency_key, run_id, action_id,
+        created_at)
+VALUES (%s, %s, tstzrange(%s, %s, '[)'), %s, 'confirmed', %s, '', '', now())
+"""
+
+DOUBLE_BOOKINGS = """
+SELECT count(*)
+  FROM bookings_booking a
+  JOIN bookings_booking b ON a.room_id = b.room_id AND a.id < b.id AND a.during && b.during
+ WHERE a.status = 'confirmed' AND b.status = 'confirmed'
+"""
+
+
+@dataclass(frozen=True)
+class Attempt:
+    room_id: int
+    room_code: str
+    user_index: int
+    start: datetime
+    end: datetime
+    attendees: int
+    key: str
+
+
+@dataclass
+class Tally:
+    confirmed: int = 0
+    conflicts: int = 0
+    errors: int = 0
+    error_samples: list[str] = field(default_factory=list)
+
+    def error(self, exc: BaseException) -> None:
+        self.errors += 1
+        if len(self.error_samples) < 5:
+            self.error_samples.append(repr(exc)[:300])
+
+    def add(self, other: Tally) -> None:
+        self.confirmed += other.confirmed
+        self.conflicts += other.conflicts
+        self.errors += other.errors
+        self.error_samples.extend(other.error_samples[: 5 - len(self.error_samples)])
+
+
+def setup_django() -> None:
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    # Production runs with DEBUG off; on, every query is also timed and logged in memory.
+    os.environ.setdefault("DEBUG", "false")
+    import django
+
+    django.setup()
+
+
+def workload(*, threads: int, attempts: int, rooms: list[tuple[int, str]], days: int,
+             seed: int, tag: str) -> list[list[Attempt]]:
+    """Per-thread attempt lists; the same seed gives the same windows to both phases."""
+    from django.utils import timezone
+
+    tz = timezone.get_current_timezone()
+    tomorrow = timezone.localdate() + timedelta(days=1)
+    first = datetime(tomorrow.year, tomorrow.month, tomorrow.day, FIRST_SLOT_HOUR, tzinfo=tz)
+    plans = []
+    for t in range(threads):
+        rng = random.Random(seed * 1_000 + t)
+        plan = []
+        for i in range(attempts):
+            room_id, room_code = rng.choice(rooms)
+            slot = rng.randrange(SLOTS_PER_DAY)
+            start = first + timedelta(days=rng.randrange(days)) + slot * GRID
+            end = start + GRID * rng.randint(1, min(4, SLOTS_PER_DAY - slot))
+            plan.append(Attempt(room_id, room_code, rng.randrange(len(USERNAMES)), start, end,
+                                rng.randint(1, 2), f"bench-{tag}-{t}-{i}"))
+        plans.append(plan)
+    return plans
+
+
+def service_worker(plan: list[Attempt], users: list[Any], tally: Tally,
+                   ready: Callable[[], None]) -> None:
+    from django.db import connection
+
+    from bookings.errors import BookingError
+    from bookings.services import booking_reserve
+
+    try:
+        connection.ensure_connection()
+        ready()
+        for a in plan:
+            try:
+                booking_reserve(user=users[a.user_index], room_code=a.room_code,
+                                start_at=a.start, end_at=a.end, attendees=a.attendees,
+                                idempotency_key=a.key)
+            except BookingError as exc:
+                if exc.reason == "conflict":
+                    tally.conflicts += 1
+                else:
+                    tally.error(exc)
+            except Exception as exc:  # counted, never hidden
+                tally.error(exc)
+            else:
+                tally.confirmed += 1
+    finally:
+        connection.close()
+
+
+def raw_worker(plan: list[Attempt], users: list[Any], tally: Tally,
+               ready: Callable[[], None]) -> None:
+    import psycopg
+    from django.conf import settings
+
+    with psycopg.connect(settings.DATABASE_URL, autocommit=True) as conn:
+        ready()
+        for a in plan:
+            try:
+                conn.execute(RAW_INSERT, (a.room_id, users[a.user_index].pk, a.start, a.end,
+                                          a.attendees, a.key))
+            except psycopg.errors.ExclusionViolation:
+                tally.conflicts += 1
+            except Exception as exc:  # counted, never hidden
+                tally.error(exc)
+            else:
+                tally.confirmed += 1
+
+
+def run_phase(worker: Callable[..., None], plans: list[list[Attempt]],
+              users: list[Any]) -> tuple[Tally, float]:
+    """Run one worker per plan, released together; return the summed tally and wall seconds."""
+    barrier = threading.Barrier(len(plans) + 1)
+    tallies = [Tally() for _ in plans]
+
+    def ready() -> None:
+        barrier.wait(timeout=120)
+
+    threads = [
+        threading.Thread(target=worker, args=(plan, users, tally, ready), name=f"bench-{i}")
+        for i, (plan, tally) in enumerate(zip(plans, tallies, strict=True))
+    ]
+    for t in threads:
+        t.start()
+    ready()
+    started = time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - started
+    total = Tally()
+    for tally in tallies:
+        total.add(tally)
+    return total, elapsed
+
+
+def reset_schedule() -> None:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM bookings_booking")
+        cursor.execute("UPDATE bookings_room SET schedule_version = 0")
+
+
+def scalar(sql: str) -> Any:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        return cursor.fetchone()[0]
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--attempts", type=int, default=250, help="per thread")
+    parser.add_argument("--rooms", type=int, default=4)
+    parser.add_argument("--days", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--warmup", type=int, default=25, help="attempts per thread, discarded")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    setup_django()
+
+    import django
+    import psycopg
+    from django.conf import settings
+    from django.core.management import call_command
+
+    from bookings.demo import load_demo_data
+    from bookings.models import Room, User
+
+    call_command("migrate", verbosity=0)
+    load_demo_data()
+    rooms = list(
+        Room.objects.filter(bookable=True, capacity__gte=2)
+        .order_by("code").values_list("id", "code")[: args.rooms]
+    )
+    users_by_name = User.objects.in_bulk(USERNAMES, field_name="username")
+    users = [users_by_name[name] for name in USERNAMES]
+
+    def plans(tag: str, attempts: int) -> list[list[Attempt]]:
+        return workload(threads=args.threads, attempts=attempts, rooms=rooms, days=args.days,
+                        seed=args.seed, tag=tag)
+
+    results: dict[str, tuple[Tally, float, int]] = {}
+    version_drift = 0
+    for name, worker in (("service", service_worker), ("raw", raw_worker)):
+        if args.warmup:
+            reset_schedule()
+            run_phase(worker, plans(f"warmup-{name}", args.warmup), users)
+        reset_schedule()
+        tally, seconds = run_phase(worker, plans(name, args.attempts), users)
+        results[name] = (tally, seconds, scalar(DOUBLE_BOOKINGS))
+        if name == "service":
+            # Each confirmed reservation bumps its room's version once; nothing else does.
+            bumps = scalar("SELECT coalesce(sum(schedule_version), 0) FROM bookings_room")
+            version_drift = bumps - tally.confirmed
+    reset_schedule()
+
+    attempts = args.threads * args.attempts
+    service, service_s, service_double = results["service"]
+    raw, raw_s, raw_double = results["raw"]
+    service_rate = attempts / service_s
+    raw_rate = attempts / raw_s
+    report = {
+        "benchmark": "booking_contention",
+        "counted": "attempts per second of wall time (confirmed + refused), "
+                   "all threads released together after connecting",
+        "threads": args.threads,
+        "attempts": attempts,
+        "attempts_per_thread": args.attempts,
+        "rooms": [code for _, code in rooms],
+        "days": args.days,
+        "confirmed": service.confirmed,
+        "conflicts": service.conflicts,
+        "errors": service.errors,
+        "double_bookings": service_double,
+        "schedule_version_drift": version_drift,
+        "service_seconds": round(service_s, 3),
+        "service_reservations_per_s": round(service_rate, 1),
+        "raw_confirmed": raw.confirmed,
+        "raw_conflicts": raw.conflicts,
+        "raw_errors": raw.errors,
+        "raw_double_bookings": raw_double,
+        "raw_seconds": round(raw_s, 3),
+        "raw_inserts_per_s": round(raw_rate, 1),
+        "ratio_service_vs_raw": round(service_rate / raw_rate, 3),
+        "error_samples": service.error_samples + raw.error_samples,
+        "debug": settings.DEBUG,
+        "python": platform.python_version(),
+        "django": django.__version__,
+        "psycopg": psycopg.__version__,
+        "postgres": scalar("SHOW server_version"),
+        "cpu_count": os.cpu_count(),
+    }
+    print(json.dumps(report))
+    bad = service.errors + raw.errors + service_double + raw_double + abs(version_drift)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Employee screens: find and book a room, list and cancel my bookings.
+
+htmx requests get the swapped region only, always with status 200 so htmx swaps refusals too.
+Plain form posts get a redirect with a message on success, or a full page with the status that
+matches the refusal (400, 403, 404, 409).
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils import timezone
+from django.utils.formats import date_format
+from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.middleware import HtmxDetails
+
+from bookings.errors import BookingError
+from bookings.forms import BookForm, SearchForm
+from bookings.models import Booking, User
+from bookings.selectors import booking_list_for_user, room_search
+from bookings.services import booking_cancel, booking_reserve
+
+MINE_LIMIT = 50
+_STATUS = {"invalid_input": 400, "forbidden": 403, "not_found": 404}  # anything else: 409
+
+
+class AuthedRequest(HttpRequest):
+    htmx: HtmxDetails
+    user: User
+
+
+def _swap(request: AuthedRequest) -> bool:
+    """True when htmx wants a fragment (a history restore wants the whole page)."""
+    return bool(request.htmx) and not request.htmx.history_restore_request
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def search(request: AuthedRequest) -> HttpResponse:
+    form = SearchForm(request.GET or None)
+    query, rows, error = None, [], None
+    if form.is_bound:
+        try:
+            query = form.parse()
+            # A fresh idempotency key per Book button: a double submit books once.
+            rows = [(found, uuid.uuid4()) for found in room_search(**query)]
+        except BookingError as exc:
+            query, error = None, exc
+    context = {"form": form, "query": query, "rows": rows, "error": error}
+    template = "bookings/search.html#results" if _swap(request) else "bookings/search.html"
+    return render(request, template, context)
+
+
+@require_POST
+@login_required
+def book(request: AuthedRequest) -> HttpResponse:
+    try:
+        reservation = booking_reserve(user=request.user, **BookForm(request.POST).parse())
+    except BookingError as error:
+        return _refused(request, "bookings/search.html#outcome", {"error": error})
+    if _swap(request):
+        return render(request, "bookings/search.html#outcome", {"reservation": reservation})
+    messages.success(request, f"Booked {_summary(reservation.booking)}.")
+    return redirect("bookings:mine")
+
+
+@require_GET
+@login_required
+def mine(request: AuthedRequest) -> HttpResponse:
+    page = booking_list_for_user(user=request.user, limit=MINE_LIMIT)
+    bookings = _upcoming_first(page.items, now=timezone.now())
+    return render(request, "bookings/mine.html", {"bookings": bookings, "page": page})
+
+
+@require_POST
+@login_required
+def cancel(request: AuthedRequest, code: str) -> HttpResponse:
+    try:
+        booking = booking_cancel(user=request.user, booking_code=code)
+    except BookingError as error:
+        return _refused(request, "bookings/mine.html#row", {"code": code, "error": error})
+    if _swap(request):
+        return render(request, "bookings/mine.html#row", {"booking": booking})
+    messages.success(request, f"Cancelled {_summary(booking)}.")
+    return redirect("bookings:mine")
+
+
+def _refused(request: AuthedRequest, partial: str, context: dict) -> HttpResponse:
+    if _swap(request):
+        return render(request, partial, context)
+    status = _STATUS.get(context["error"].reason, 409)
+    return render(request, "bookings/problem.html", context, status=status)
+
+
+def _summary(booking: Booking) -> str:
+    start, end = timezone.localtime(booking.start_at), timezone.localtime(booking.end_at)
+    when = f"{date_format(start, 'j M H:i')}\u2013{date_format(end, 'H:i')}"
+    return f"{booking.room.code}, {when}, code {booking.code}"
+
+
+def _upcoming_first(bookings: list[Booking], *, now: datetime) -> list[Booking]:
+    """Upcoming bookings soonest first, then past ones most recent first."""
+
+    def key(booking: Booking) -> tuple[int, float]:
+        start = booking.start_at.timestamp()
+        return (0, start) if booking.end_at > now else (1, -start)
+
+    return sorted(bookings, key=key)

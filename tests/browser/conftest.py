@@ -1,0 +1,59 @@
+"""Real Chromium through Playwright against pytest-django's live server.
+
+CI installs Debian's chromium; a machine without /usr/bin/chromium skips these tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.db import connections
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator:
+    """Keep each phase's report on the item, so fixtures can tell whether the test failed."""
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
+@pytest.fixture
+def browser_page(request: pytest.FixtureRequest, live_server) -> Iterator:
+    """A fresh Chromium page; on failure a screenshot lands in test-artifacts/."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install -y chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        context = browser.new_context(
+            base_url=live_server.url, viewport={"width": 1200, "height": 900}
+        )
+        context.set_default_timeout(10_000)
+        page = context.new_page()
+        try:
+            yield page
+        finally:
+            report = getattr(request.node, "report_call", None)
+            if report is None or report.failed:
+                ARTIFACTS.mkdir(exist_ok=True)
+                page.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
+            context.close()
+            browser.close()
+            # Inside sync_playwright the test runs in another context, hence on another
+            # database connection: close it here, or the test database cannot be dropped.
+            connections.close_all()
