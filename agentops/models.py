@@ -134,12 +134,10 @@ class Action(models.Model):
         ordering = ["turn", "call_index"]
         constraints = [
             models.UniqueConstraint(fields=["run", "turn", "call_index"], name="action_position_unique"),
-            models.UniqueConstraint(
-                fields=["idempotency_key"], condition=~models.Q(idempotency_key=""),
-                name="action_idempotency_key_unique",
-            ),
         ]
-        indexes = [models.Index(fields=["status", "lease_expires_at"])]
+        # Not unique: a replayed API call is recorded as its own action under the same key;
+        # the idempotency table holds the one record per key.
+        indexes = [models.Index(fields=["status", "lease_expires_at"]), models.Index(fields=["idempotency_key"])]
 
     def __str__(self) -> str:
         return f"{self.tool} ({self.status})"

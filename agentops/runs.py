@@ -417,6 +417,9 @@ def action_reconcile(action_id: Any) -> None:
 def _resume_if_clear(run: AgentRun, turn: int) -> None:
     if run.actions.filter(status__in=[ActionStatus.UNKNOWN_OUTCOME, ActionStatus.NEEDS_HUMAN]).exists():
         return
+    if run.model_name == "direct":  # a single API call: no model to continue with
+        _finish(run, RunStatus.SUCCEEDED, "reconciled", "")
+        return
     if run.status == RunStatus.RECONCILING:
         run.status = RunStatus.RUNNING
         run.save(update_fields=["status", "updated_at"])

@@ -1,4 +1,13 @@
 from __future__ import annotations
 
+from django.urls import path
+
+from agentops import api
+
 app_name = "agentops"
-urlpatterns: list = []
+urlpatterns = [
+    path("api/tools", api.tools_list, name="api-tools"),
+    path("api/tools/<str:name>", api.tool_call, name="api-tool-call"),
+    path("api/runs", api.runs_create, name="api-runs"),
+    path("api/runs/<uuid:run_id>", api.runs_detail, name="api-run"),
+]

@@ -57,3 +57,17 @@ def slot(days: int = 2, hour: int = 14, hours: int = 1, minute: int = 0) -> tupl
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_stray_connections(django_db_setup, django_db_blocker):
+    """Tool pool threads and worker threads keep connections open; end them before the test
+    database is dropped."""
+    yield
+    from django.db import connection
+
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )

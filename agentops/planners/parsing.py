@@ -141,12 +141,17 @@ _EN_WORDS = (
 _EN_NUMBERS = {word: str(value) for value, word in enumerate(_EN_WORDS, start=1)}
 _EN_NUMBER = re.compile(r"\b(" + "|".join(_EN_NUMBERS) + r")\b")
 _NOON = re.compile(r"\b(?:12\s*)?(?:noon|midday)\b")
+# A greeting names a part of the day that says nothing about the meeting.
+_GREETING = re.compile(
+    r"(?:早上|早晨|上午|中午|下午|晚上)好|\bgood\s+(?:morning|afternoon|evening)\b"
+)
 
 
 def _normalize(text: str) -> str:
     """Fold width, case, dashes and number words so that later patterns see ASCII digits."""
     s = unicodedata.normalize("NFKC", text).lower()
     s = _DASHES.sub("-", s)
+    s = _GREETING.sub(" ", s)
     s = _NOT_ONE_OCLOCK.sub(r"\1一些", s)
     s = _CN_NUMBER.sub(_cn_number_to_digits, s)
     s = _EN_NUMBER.sub(lambda m: _EN_NUMBERS[m.group(1)], s)
@@ -448,6 +453,9 @@ _DURATIONS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], float]], ...]
 )
 
 
+_HEADCOUNT_BEFORE = re.compile(r"\b(?:for|of)\s*$")
+
+
 @dataclass(frozen=True)
 class _Span:
     start: int | None = None  # minutes after midnight of the booking day
@@ -552,17 +560,9 @@ def _extract_time_span(s: str, text_period: str | None) -> tuple[_Span, str]:
             duration = duration if duration is not None else minutes(match)
             s = _blank(s, match)
 
-    for match in _search_all(_RANGE, s):
-        if match["sep"] == "and" and match["lead"] != "between":
-            continue
-        first, second = _clock(match, 1), _clock(match, 2)
-        if first is None or second is None:
-            continue
-        if not (first.explicit or second.explicit or match["lead"] or text_period):
-            continue
-        start, end = _resolve_range(first, second, text_period)
-        problem = _END_BEFORE_START if end <= start else None
-        return _Span(start, end, problem), _blank(s, match)
+    found = _first_range(s, text_period, bare=False)
+    if found is not None:
+        return found
 
     for match in _search_all(_START, s):
         clock = _clock(match, 1)
@@ -575,7 +575,25 @@ def _extract_time_span(s: str, text_period: str | None) -> tuple[_Span, str]:
             return _Span(start, None, _NO_END), s
         end = start + round(duration)
         return _Span(start, end, _END_BEFORE_START if end <= start else None), s
-    return _Span(), s
+
+    # Last resort: "tomorrow 10-11", but not the headcount in "for 3-4".
+    return _first_range(s, text_period, bare=True) or (_Span(), s)
+
+
+def _first_range(s: str, text_period: str | None, *, bare: bool) -> tuple[_Span, str] | None:
+    for match in _search_all(_RANGE, s):
+        if match["sep"] == "and" and match["lead"] != "between":
+            continue
+        first, second = _clock(match, 1), _clock(match, 2)
+        if first is None or second is None:
+            continue
+        marked = first.explicit or second.explicit or match["lead"] or text_period
+        if not marked and (not bare or _HEADCOUNT_BEFORE.search(s, 0, match.start())):
+            continue
+        start, end = _resolve_range(first, second, text_period)
+        problem = _END_BEFORE_START if end <= start else None
+        return _Span(start, end, problem), _blank(s, match)
+    return None
 
 
 def _at_minutes(midnight: datetime, minutes: int) -> datetime:
@@ -587,26 +605,29 @@ def _at_minutes(midnight: datetime, minutes: int) -> datetime:
 
 # --- attendees ------------------------------------------------------------------------------
 
-_ATTENDEE_RANGE = re.compile(
-    rf"(?<![\d.])(?P<a>\d+)\s*(?:-|\bto\b|\bor\b|到|至|或)\s*(?P<b>\d+)\s*(?:{_PEOPLE}|{_ZH_PEOPLE})"
+_NOT_PEOPLE = r"(?!\s*(?:[:.]\d|[ap]\.?m\b|hours?\b|hrs?\b|h\b|minutes?\b|mins?\b|o'?clock|/|-))"
+_ATTENDEE_RANGES = (
+    re.compile(
+        rf"(?<![\d.])(?P<a>\d+)\s*(?:-|\bto\b|\bor\b|到|至|或)\s*(?P<b>\d+)\s*"
+        rf"(?:{_PEOPLE}|{_ZH_PEOPLE})"
+    ),
+    re.compile(rf"\bfor\s+(?P<a>\d+)\s*(?:-|\bto\b|\bor\b)\s*(?P<b>\d+)\b{_NOT_PEOPLE}"),
 )
 _ATTENDEES = (
     re.compile(rf"(?<![\d.])(?P<n>\d+)\s*(?:{_PEOPLE}|{_ZH_PEOPLE}|of\s+us\b)"),
     re.compile(r"\b(?:team|group|party)\s+of\s+(?P<n>\d+)\b"),
     re.compile(r"(?:人数|参会人数|与会人数)\s*[:为是]?\s*(?P<n>\d+)"),
     re.compile(r"(?:我们|一共|总共|共)\s*(?P<n>\d+)\s*个(?!小时|钟头|半)"),
-    re.compile(
-        r"\bfor\s+(?P<n>\d+)\b(?!\s*(?:[:.]\d|[ap]\.?m\b|hours?\b|hrs?\b|h\b|minutes?\b|mins?\b"
-        r"|o'?clock|/|-))"
-    ),
+    re.compile(rf"\bfor\s+(?P<n>\d+)\b{_NOT_PEOPLE}"),
 )
 _JUST_ME = re.compile(r"\b(?:just|only)\s+(?:me|myself)\b|只有我|就我自己|我自己用")
 
 
 def _extract_attendees(s: str) -> tuple[int | None, str]:
-    match = _ATTENDEE_RANGE.search(s)
-    if match is not None:
-        return max(int(match["a"]), int(match["b"])) or None, _blank(s, match)
+    for pattern in _ATTENDEE_RANGES:
+        match = pattern.search(s)
+        if match is not None:
+            return max(int(match["a"]), int(match["b"])) or None, _blank(s, match)
     for pattern in _ATTENDEES:
         match = pattern.search(s)
         if match is not None:

@@ -1,0 +1,94 @@
+"""The JSON API: session or `Authorization: Bearer <token>`. Identity never comes from the body."""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from django.http import Http404, JsonResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from django.views.decorators.csrf import csrf_exempt
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from agentops import registry, selectors
+from agentops.direct import tool_call_direct
+from agentops.runs import run_start
+from agentops.services import token_authenticate
+
+
+def _error(status: int, code: str, message: str) -> JsonResponse:
+    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
+
+
+def api_auth(view):
+    """Bearer token, else the session (then CSRF applies, as for any cookie-authenticated POST)."""
+
+    @csrf_exempt
+    @functools.wraps(view)
+    def wrapper(request, *args, **kwargs):
+        header = request.headers.get("Authorization", "")
+        if header.startswith("Bearer "):
+            user = token_authenticate(raw=header.removeprefix("Bearer ").strip())
+            if user is None:
+                return _error(401, "invalid_token", "The bearer token is unknown or revoked.")
+            request.user = user
+        elif request.user.is_authenticated:
+            rejected = CsrfViewMiddleware(lambda r: None).process_view(request, None, (), {})
+            if rejected is not None:
+                return _error(403, "csrf_failed", "CSRF check failed for a session-authenticated request.")
+        else:
+            return _error(401, "not_authenticated", "Sign in or send Authorization: Bearer <token>.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def _json_body(request) -> tuple[Any, JsonResponse | None]:
+    try:
+        return json.loads(request.body or b"{}"), None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return None, _error(400, "malformed_json", "The request body is not valid JSON.")
+
+
+@require_GET
+@api_auth
+def tools_list(request):
+    return JsonResponse({"tools": [registry.describe(s) for s in registry.visible_to(request.user)]})
+
+
+@require_POST
+@api_auth
+def tool_call(request, name: str):
+    if registry.get(name) is None:
+        return _error(404, "unknown_tool", f"There is no tool {name!r}.")
+    body, bad = _json_body(request)
+    if bad:
+        return bad
+    envelope = tool_call_direct(user=request.user, name=name, arguments=body,
+                                idempotency_key=request.headers.get("Idempotency-Key") or None)
+    return JsonResponse(envelope)
+
+
+@require_http_methods(["POST"])
+@api_auth
+def runs_create(request):
+    body, bad = _json_body(request)
+    if bad:
+        return bad
+    if not isinstance(body, dict) or not isinstance(body.get("request"), str) or set(body) - {"request", "scope"}:
+        return _error(400, "invalid_body", 'Send {"request": "<text>"} (optionally "scope").')
+    try:
+        run = run_start(user=request.user, request_text=body["request"], scope=body.get("scope"))
+    except ValueError as exc:
+        return _error(400, "invalid_request", str(exc)[:300])
+    return JsonResponse({"run_id": str(run.pk), "status": run.status}, status=202)
+
+
+@require_GET
+@api_auth
+def runs_detail(request, run_id):
+    run = selectors.run_get_for_user(run_id=run_id, user=request.user)
+    if run is None:
+        raise Http404
+    return JsonResponse(selectors.run_as_json(run))
