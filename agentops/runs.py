@@ -173,8 +173,9 @@ def _apply_step(run_id: Any, turn: int, step: Step) -> None:
             return
         user = run.subject
         roles = registry.user_roles(user)
+        # A refused or failed write wrote nothing (red/yellow): it does not use up the allowance.
         writes_so_far = run.actions.filter(readonly=False).exclude(
-            status__in=[ActionStatus.REJECTED, ActionStatus.CANCELLED]).count()
+            status__in=[ActionStatus.REJECTED, ActionStatus.CANCELLED, ActionStatus.FAILED]).count()
         waiting = False
         for index, proposal in enumerate(step.proposals):
             run.proposals += 1

@@ -9,7 +9,8 @@ alike, measured from the moment all threads are released (connections are opened
     make bench
     DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/booking_contention.py [--threads 8]
 
-Prints one JSON object on stdout; exits 1 if any attempt errored or any room is double-booked.
+Prints one JSON object on stdout; exits 1 if any attempt errored (a raw INSERT that PostgreSQL
+aborts as a deadlock is counted apart, in raw_deadlocks) or any room is double-booked.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class Attempt:
 class Tally:
     confirmed: int = 0
     conflicts: int = 0
+    deadlocks: int = 0
     errors: int = 0
     error_samples: list[str] = field(default_factory=list)
 
@@ -74,6 +76,7 @@ class Tally:
     def add(self, other: Tally) -> None:
         self.confirmed += other.confirmed
         self.conflicts += other.conflicts
+        self.deadlocks += other.deadlocks
         self.errors += other.errors
         self.error_samples.extend(other.error_samples[: 5 - len(self.error_samples)])
 
@@ -88,8 +91,9 @@ def setup_django() -> None:
     django.setup()
 
 
-def workload(*, threads: int, attempts: int, rooms: list[tuple[int, str]], days: int,
-             seed: int, tag: str) -> list[list[Attempt]]:
+def workload(
+    *, threads: int, attempts: int, rooms: list[tuple[int, str]], days: int, seed: int, tag: str
+) -> list[list[Attempt]]:
     """Per-thread attempt lists; the same seed gives the same windows to both phases."""
     from django.utils import timezone
 
@@ -105,14 +109,24 @@ def workload(*, threads: int, attempts: int, rooms: list[tuple[int, str]], days:
             slot = rng.randrange(SLOTS_PER_DAY)
             start = first + timedelta(days=rng.randrange(days)) + slot * GRID
             end = start + GRID * rng.randint(1, min(4, SLOTS_PER_DAY - slot))
-            plan.append(Attempt(room_id, room_code, rng.randrange(len(USERNAMES)), start, end,
-                                rng.randint(1, 2), f"bench-{tag}-{t}-{i}"))
+            plan.append(
+                Attempt(
+                    room_id,
+                    room_code,
+                    rng.randrange(len(USERNAMES)),
+                    start,
+                    end,
+                    rng.randint(1, 2),
+                    f"bench-{tag}-{t}-{i}",
+                )
+            )
         plans.append(plan)
     return plans
 
 
-def service_worker(plan: list[Attempt], users: list[Any], tally: Tally,
-                   ready: Callable[[], None]) -> None:
+def service_worker(
+    plan: list[Attempt], users: list[Any], tally: Tally, ready: Callable[[], None]
+) -> None:
     from django.db import connection
 
     from bookings.errors import BookingError
@@ -123,9 +137,14 @@ def service_worker(plan: list[Attempt], users: list[Any], tally: Tally,
         ready()
         for a in plan:
             try:
-                booking_reserve(user=users[a.user_index], room_code=a.room_code,
-                                start_at=a.start, end_at=a.end, attendees=a.attendees,
-                                idempotency_key=a.key)
+                booking_reserve(
+                    user=users[a.user_index],
+                    room_code=a.room_code,
+                    start_at=a.start,
+                    end_at=a.end,
+                    attendees=a.attendees,
+                    idempotency_key=a.key,
+                )
             except BookingError as exc:
                 if exc.reason == "conflict":
                     tally.conflicts += 1
@@ -139,8 +158,9 @@ def service_worker(plan: list[Attempt], users: list[Any], tally: Tally,
         connection.close()
 
 
-def raw_worker(plan: list[Attempt], users: list[Any], tally: Tally,
-               ready: Callable[[], None]) -> None:
+def raw_worker(
+    plan: list[Attempt], users: list[Any], tally: Tally, ready: Callable[[], None]
+) -> None:
     import psycopg
     from django.conf import settings
 
@@ -148,18 +168,25 @@ def raw_worker(plan: list[Attempt], users: list[Any], tally: Tally,
         ready()
         for a in plan:
             try:
-                conn.execute(RAW_INSERT, (a.room_id, users[a.user_index].pk, a.start, a.end,
-                                          a.attendees, a.key))
+                conn.execute(
+                    RAW_INSERT,
+                    (a.room_id, users[a.user_index].pk, a.start, a.end, a.attendees, a.key),
+                )
             except psycopg.errors.ExclusionViolation:
                 tally.conflicts += 1
+            except psycopg.errors.DeadlockDetected:
+                # Two sessions inserting overlapping rows can each wait for the other inside the
+                # exclusion check; PostgreSQL aborts one after deadlock_timeout (1 s by default).
+                tally.deadlocks += 1
             except Exception as exc:  # counted, never hidden
                 tally.error(exc)
             else:
                 tally.confirmed += 1
 
 
-def run_phase(worker: Callable[..., None], plans: list[list[Attempt]],
-              users: list[Any]) -> tuple[Tally, float]:
+def run_phase(
+    worker: Callable[..., None], plans: list[list[Attempt]], users: list[Any]
+) -> tuple[Tally, float]:
     """Run one worker per plan, released together; return the summed tally and wall seconds."""
     barrier = threading.Barrier(len(plans) + 1)
     tallies = [Tally() for _ in plans]
@@ -227,14 +254,21 @@ def main(argv: list[str] | None = None) -> int:
     load_demo_data()
     rooms = list(
         Room.objects.filter(bookable=True, capacity__gte=2)
-        .order_by("code").values_list("id", "code")[: args.rooms]
+        .order_by("code")
+        .values_list("id", "code")[: args.rooms]
     )
     users_by_name = User.objects.in_bulk(USERNAMES, field_name="username")
     users = [users_by_name[name] for name in USERNAMES]
 
     def plans(tag: str, attempts: int) -> list[list[Attempt]]:
-        return workload(threads=args.threads, attempts=attempts, rooms=rooms, days=args.days,
-                        seed=args.seed, tag=tag)
+        return workload(
+            threads=args.threads,
+            attempts=attempts,
+            rooms=rooms,
+            days=args.days,
+            seed=args.seed,
+            tag=tag,
+        )
 
     results: dict[str, tuple[Tally, float, int]] = {}
     version_drift = 0
@@ -259,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "benchmark": "booking_contention",
         "counted": "attempts per second of wall time (confirmed + refused), "
-                   "all threads released together after connecting",
+        "all threads released together after connecting",
         "threads": args.threads,
         "attempts": attempts,
         "attempts_per_thread": args.attempts,
@@ -274,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         "service_reservations_per_s": round(service_rate, 1),
         "raw_confirmed": raw.confirmed,
         "raw_conflicts": raw.conflicts,
+        "raw_deadlocks": raw.deadlocks,
         "raw_errors": raw.errors,
         "raw_double_bookings": raw_double,
         "raw_seconds": round(raw_s, 3),

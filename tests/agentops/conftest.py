@@ -5,10 +5,11 @@ import time
 import pytest
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def celery_worker_thread(django_db_setup, django_db_blocker):
     """A real Celery worker (thread pool) consuming the real Redis broker, in this process so
-    that it talks to the test database."""
+    that it talks to the test database. Per module, so that a module can run its own worker
+    processes instead (tests/agentops/test_worker_crash.py)."""
     from celery.contrib.testing.worker import start_worker
 
     from config.celery import app
@@ -39,3 +40,20 @@ def wait_for_run(run_id, statuses=("succeeded", "failed", "cancelled"), timeout=
             return run
         time.sleep(0.05)
     raise AssertionError(f"run {run_id} still {AgentRun.objects.get(pk=run_id).status} after {timeout}s")
+
+
+def wait_until(predicate, timeout=30.0, message="condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {message}")
+
+
+def release_faults(run_id) -> None:
+    from agentops.execution import release_key
+    from agentops.redis_client import get_redis
+
+    get_redis().set(release_key(str(run_id)), "1", ex=300)
