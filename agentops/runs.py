@@ -349,6 +349,9 @@ def _record_outcome(action_id: Any, attempt: int, envelope: dict[str, Any], outc
                 trace_append(run=run, kind="run_reconciling", action=action, payload={"key": action.idempotency_key})
             transaction.on_commit(lambda: _enqueue_reconcile(action.pk))
             return
+        if run.status == RunStatus.RECONCILING:  # a reconciliation retry has now ended
+            _resume_if_clear(run, action.turn)
+            return
         turn = action.turn
     advance(action.run_id, turn)
 

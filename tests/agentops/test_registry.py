@@ -1,4 +1,4 @@
-"""The tool registry: every declared tool is complete, and its exports say what its metadata says."""
+"""The tool registry: every declared tool is complete; its exports say what its metadata says."""
 
 from __future__ import annotations
 
@@ -21,8 +21,21 @@ from agentops.contract import (
 )
 from bookings.models import Role
 
-BOOKING_TOOLS = {"find_available_rooms", "reserve_room", "cancel_booking", "get_booking", "list_my_bookings"}
-DESCRIPTION_PARTS = ("summary", "when_to_use", "differs_from", "parameters", "constraints", "example")
+BOOKING_TOOLS = {
+    "find_available_rooms",
+    "reserve_room",
+    "cancel_booking",
+    "get_booking",
+    "list_my_bookings",
+}
+DESCRIPTION_PARTS = (
+    "summary",
+    "when_to_use",
+    "differs_from",
+    "parameters",
+    "constraints",
+    "example",
+)
 KNOWN_ROLES = {r.value for r in Role}
 
 
@@ -82,17 +95,34 @@ def _verify(receipt: dict[str, Any], ctx: Any) -> Verification:
 
 
 GOOD_DESCRIPTION = ToolDescription(
-    summary="Echo a text.", when_to_use="In tests.", differs_from="Nothing else echoes.",
-    parameters="text: any string.", constraints="Read-only.", example='{"text":"hi"} -> {"echoed":"hi"}',
+    summary="Echo a text.",
+    when_to_use="In tests.",
+    differs_from="Nothing else echoes.",
+    parameters="text: any string.",
+    constraints="Read-only.",
+    example='{"text":"hi"} -> {"echoed":"hi"}',
 )
-READ_META = ToolMeta(readonly=True, side_effect=SideEffect.LOW, enforced_idempotent=False,
-                     estimated_latency_ms=10, roles=frozenset({"employees"}))
-WRITE_META = dataclasses.replace(READ_META, readonly=False, side_effect=SideEffect.MEDIUM, enforced_idempotent=True)
+READ_META = ToolMeta(
+    readonly=True,
+    side_effect=SideEffect.LOW,
+    enforced_idempotent=False,
+    estimated_latency_ms=10,
+    roles=frozenset({"employees"}),
+)
+WRITE_META = dataclasses.replace(
+    READ_META, readonly=False, side_effect=SideEffect.MEDIUM, enforced_idempotent=True
+)
 
 
 def _spec(**changes: Any) -> ToolSpec:
-    fields = {"name": "echo_text", "description": GOOD_DESCRIPTION, "input_model": _In, "output_model": _Out,
-              "meta": READ_META, "handler": _handler}
+    fields = {
+        "name": "echo_text",
+        "description": GOOD_DESCRIPTION,
+        "input_model": _In,
+        "output_model": _Out,
+        "meta": READ_META,
+        "handler": _handler,
+    }
     return ToolSpec(**(fields | changes))
 
 
@@ -142,7 +172,9 @@ def test_the_completeness_check_catches_a_write_tool_whose_lookup_receipt_went_m
     ids=["neither", "no_lookup_receipt", "no_verify"],
 )
 def test_a_write_tool_without_lookup_receipt_and_verify_cannot_be_declared(reconciliation):
-    with pytest.raises(ValueError, match="write tool echo_text must declare lookup_receipt and verify"):
+    with pytest.raises(
+        ValueError, match="write tool echo_text must declare lookup_receipt and verify"
+    ):
         _spec(meta=WRITE_META, **reconciliation)
 
 
@@ -181,8 +213,13 @@ def test_the_rendered_description_carries_all_six_parts_in_order(spec):
     positions = [text.index(getattr(spec.description, part)) for part in DESCRIPTION_PARTS]
 
     assert positions == sorted(positions)
-    for label in ("[When to use]", "[Not the same as]", "[Parameters]", "[Constraints and side effects]",
-                  "[Example]"):
+    for label in (
+        "[When to use]",
+        "[Not the same as]",
+        "[Parameters]",
+        "[Constraints and side effects]",
+        "[Example]",
+    ):
         assert label in text
 
 
@@ -266,8 +303,13 @@ def test_metadata_export_states_the_timeout_as_three_times_the_latency():
     exported = registry.metadata(registry.get("reserve_room"))
 
     assert exported == {
-        "readonly": False, "side_effect": "MEDIUM", "enforced_idempotent": True, "estimated_latency_ms": 300,
-        "timeout_ms": 900, "max_output_bytes": 4096, "roles": ["admins", "approvers", "employees"],
+        "readonly": False,
+        "side_effect": "MEDIUM",
+        "enforced_idempotent": True,
+        "estimated_latency_ms": 300,
+        "timeout_ms": 900,
+        "max_output_bytes": 4096,
+        "roles": ["admins", "approvers", "employees"],
     }
 
 
@@ -278,13 +320,13 @@ def test_an_employee_sees_all_five_booking_tools(e17):
 
 @pytest.mark.django_db
 def test_a_user_without_any_group_sees_no_tools(demo, django_user_model):
-    nobody = django_user_model.objects.create_user(username="nogroup", password="x")  # noqa: S106
+    nobody = django_user_model.objects.create_user(username="nogroup", password="x")
 
     assert registry.visible_to(nobody) == []
 
 
 @pytest.mark.django_db
 def test_a_superuser_without_groups_counts_as_admin(demo, django_user_model):
-    root = django_user_model.objects.create_superuser(username="root", password="x")  # noqa: S106
+    root = django_user_model.objects.create_superuser(username="root", password="x")
 
     assert {s.name for s in registry.visible_to(root)} >= BOOKING_TOOLS

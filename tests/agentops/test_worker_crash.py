@@ -1,0 +1,102 @@
+"""A Celery worker process killed with SIGKILL in the middle of a write, then restarted (with
+beat, so the sweeper runs): never a duplicate booking, never a silently lost run."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+
+from agentops.models import Action
+from agentops.runs import run_start
+from bookings.models import Booking
+from tests.agentops.conftest import release_faults, wait_for_run, wait_until
+from tests.conftest import slot
+
+pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+
+START, END = slot(days=4)
+REQUEST = f"Book a room on {START:%Y-%m-%d} {START:%H:%M}-{END:%H:%M} for 3 people with a projector"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgresql://{auth}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def start_worker(tmp_path: Path, name: str, *, beat: bool = False) -> subprocess.Popen:
+    env = os.environ | {
+        "DATABASE_URL": _database_url(), "REDIS_URL": settings.REDIS_URL,
+        "AGENT_SWEEP_SECONDS": "1", "DJANGO_SETTINGS_MODULE": "config.settings",
+    }
+    cmd = [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=WARNING",
+           "-n", f"{name}@%h", "-Q", settings.CELERY_TASK_DEFAULT_QUEUE]
+    if beat:
+        cmd += ["--beat", "--schedule", str(tmp_path / "beat-schedule")]
+    log = (tmp_path / f"{name}.log").open("w")
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def kill_hard(proc: subprocess.Popen) -> None:
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(10)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def fresh_broker(demo):
+    from agentops.redis_client import get_redis
+
+    get_redis().flushdb()
+
+
+@pytest.mark.parametrize("moment", ["after_commit", "before_commit"])
+def test_worker_killed_mid_write_then_restarted(fresh_broker, e17, tmp_path, moment):
+    kind = "pause_after_commit" if moment == "after_commit" else "pause"
+    first = start_worker(tmp_path, "first")
+    second = None
+    try:
+        run = run_start(user=e17, request_text=REQUEST,
+                        faults=[{"tool": "reserve_room", "kind": kind, "calls": [1]}])
+        wait_until(lambda: Action.objects.filter(run=run, tool="reserve_room", status="running").exists(),
+                   timeout=60, message="the write to start in the first worker")
+        if moment == "after_commit":
+            wait_until(lambda: Booking.objects.exists(), message="the write to commit")
+        kill_hard(first)
+        assert Booking.objects.count() == (1 if moment == "after_commit" else 0)
+
+        release_faults(run.pk)  # the restarted worker's calls must not pause
+        second = start_worker(tmp_path, "second", beat=True)
+        run = wait_for_run(run.pk, statuses=("succeeded",), timeout=90)
+    finally:
+        stop(first)
+        if second is not None:
+            stop(second)
+
+    booking = Booking.objects.get()  # exactly one
+    reserve = run.actions.get(tool="reserve_room")
+    assert booking.idempotency_key == reserve.idempotency_key
+    assert reserve.result["data"]["booking_id"] == booking.code
+    assert booking.code in run.reply
+    kinds = list(run.events.values_list("kind", flat=True))
+    assert "lease_expired" in kinds and "reconcile_lookup" in kinds
+    lookup = run.events.get(kind="reconcile_lookup")
+    assert lookup.payload["status"] == ("found" if moment == "after_commit" else "absent")
+    if moment == "before_commit":
+        assert "reconcile_retry" in kinds and reserve.attempts == 2
