@@ -8,7 +8,7 @@ PYTHON ?= $(shell for p in python3.13 python3.12 /root/.pyenv/versions/3.13*/bin
 PYTEST_ARGS ?=
 TEST_VAR ?= var/test
 
-.PHONY: run test test-integration services stop lint bench venv clean
+.PHONY: run test test-integration services stop lint bench bench-contention bench-runtime venv clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12+ is required (Django 6)."; exit 1; }
@@ -39,8 +39,13 @@ stop: venv
 lint: venv
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
 
-bench: venv
+bench: bench-contention bench-runtime
+
+bench-contention: venv
 	$(PY) -m config.devservers exec --var var/bench --fresh --fast -- $(PY) bench/booking_contention.py
+
+bench-runtime: venv
+	$(PY) -m config.devservers exec --var var/bench --fresh --fast -- $(PY) bench/runtime_overhead.py
 
 clean:
 	rm -rf var

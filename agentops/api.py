@@ -17,6 +17,9 @@ from agentops.runs import run_start
 from agentops.services import token_authenticate
 
 
+MAX_IDEMPOTENCY_KEY = 100
+
+
 def _error(status: int, code: str, message: str) -> JsonResponse:
     return JsonResponse({"error": {"code": code, "message": message}}, status=status)
 
@@ -65,8 +68,11 @@ def tool_call(request, name: str):
     body, bad = _json_body(request)
     if bad:
         return bad
-    envelope = tool_call_direct(user=request.user, name=name, arguments=body,
-                                idempotency_key=request.headers.get("Idempotency-Key") or None)
+    key = request.headers.get("Idempotency-Key") or None
+    if key is not None and not (len(key) <= MAX_IDEMPOTENCY_KEY and key.isprintable()):
+        return _error(400, "bad_idempotency_key",
+                      f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable characters.")
+    envelope = tool_call_direct(user=request.user, name=name, arguments=body, idempotency_key=key)
     return JsonResponse(envelope)
 
 

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from agentops import gate, registry
 from agentops.contract import (
@@ -55,15 +55,21 @@ READ_TOOLS = ["find_available_rooms", "get_booking", "list_my_bookings"]
 
 
 class DelegationScope(BaseModel):
-    """A scope given explicitly when a run is started (API or tests)."""
+    """A scope given explicitly when a run is started (API or tests); validated as JSON."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
     tools: list[str] | None = None
-    window: tuple[str, str] | None = None
+    window: tuple[AwareDatetime, AwareDatetime] | None = None
     attendees: int | None = Field(default=None, ge=1, le=500)
     equipment: list[str] = Field(default_factory=list)
     room: str | None = None
     max_writes: int = Field(default=0, ge=0, le=5)
+
+    @model_validator(mode="after")
+    def _window_in_order(self) -> DelegationScope:
+        if self.window is not None and self.window[1] <= self.window[0]:
+            raise ValueError("scope window must end after it starts")
+        return self
 
 
 def delegation_from_request(text: str) -> tuple[dict[str, Any], str]:
@@ -96,7 +102,11 @@ def run_start(*, user: Any, request_text: str, scope: dict[str, Any] | None = No
         raise ValueError("request must be 1-2000 characters")
     delegation, language = delegation_from_request(text)
     if scope is not None:
-        delegation = DelegationScope.model_validate(scope).model_dump(mode="json")
+        try:
+            delegation = DelegationScope.model_validate_json(canonical_json(scope)).model_dump(mode="json")
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'scope'}: {e['msg']}" for e in exc.errors()[:5])
+            raise ValueError(f"invalid scope: {problems}") from None
     merged_budgets = DEFAULT_BUDGETS | (budgets or {})
     with transaction.atomic():
         run = AgentRun.objects.create(
@@ -471,7 +481,10 @@ def _finish_with_verification(run: AgentRun, step: Step) -> None:
 
 
 def _finish_unverified(run: AgentRun, outcome: str) -> None:
-    """End early (budget, loop, model down): only verified receipts may be reported."""
+    """End early (budget, loop, model down): only verified receipts may be reported; calls
+    that have not started never will."""
+    run.actions.filter(status__in=[ActionStatus.QUEUED, ActionStatus.WAITING_APPROVAL]).update(
+        status=ActionStatus.CANCELLED)
     _finish(run, RunStatus.FAILED, outcome, _nothing_booked(run.language, _stop_reason(run.language, outcome)))
 
 

@@ -82,6 +82,12 @@ class Booking(models.Model):
     idempotency_key = models.CharField(max_length=200, unique=True)
     run_id = models.CharField(max_length=64, blank=True, help_text="Agent run that created it, if any.")
     action_id = models.CharField(max_length=64, blank=True)
+    created_version = models.PositiveIntegerField(
+        default=0, help_text="The room's schedule version this booking's insert produced."
+    )
+    cancelled_version = models.PositiveIntegerField(
+        null=True, blank=True, help_text="The room's schedule version its cancellation produced."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     cancelled_at = models.DateTimeField(null=True, blank=True)
     cancelled_by = models.ForeignKey(

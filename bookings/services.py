@@ -9,7 +9,7 @@ from datetime import datetime
 
 from django.db import IntegrityError, connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
-from django.db.models import F
+from django.db.models import Q
 from django.utils import timezone
 
 from bookings import rules
@@ -17,9 +17,13 @@ from bookings.errors import BookingError
 from bookings.models import Booking, BookingStatus, Role, Room, User
 
 # One statement does the whole reservation: lock the room row and bump its schedule version
-# (only if it still fits and, when given, the caller's version is current), then insert the
-# booking. The exclusion constraint refuses an overlap, which aborts the statement and so the
-# version bump with it. One round trip; PostgreSQL re-checks the WHERE on the locked, newest row.
+# (only if it still fits and, when an expected version is given, nothing that touches this
+# window changed since that version), then insert the booking. The exclusion constraint refuses
+# an overlap, which aborts the statement and so the version bump with it. One round trip.
+#
+# "Stale" is judged per window, from the versions each booking's insert and cancel produced:
+# a write to another time of the same room does not invalidate an observation of this window
+# (a per-room check alone turns every busy room into a stream of false conflicts).
 # The advisory lock on the idempotency key is held until commit, so that a receipt lookup
 # (selectors.booking_lookup_receipt) waits for an in-flight write of the same key.
 _RESERVE_SQL = """
@@ -31,15 +35,22 @@ room AS (
        AND bookable
        AND capacity >= %(attendees)s
        AND equipment @> %(equipment)s::varchar[]
-       AND (%(expected)s::integer IS NULL OR schedule_version = %(expected)s::integer)
+       AND (%(expected)s::integer IS NULL OR (
+            %(expected)s::integer <= schedule_version
+            AND NOT EXISTS (
+                SELECT FROM bookings_booking b
+                 WHERE b.room_id = bookings_room.id
+                   AND b.during && tstzrange(%(start)s, %(end)s, '[)')
+                   AND (b.created_version > %(expected)s::integer
+                        OR b.cancelled_version > %(expected)s::integer))))
        AND EXISTS (SELECT FROM guard)
  RETURNING id, schedule_version
 )
 INSERT INTO bookings_booking
        (room_id, requester_id, during, attendees, status, idempotency_key, run_id, action_id,
-        created_at)
+        created_version, created_at)
 SELECT room.id, %(requester)s, tstzrange(%(start)s, %(end)s, '[)'), %(attendees)s, 'confirmed',
-       %(key)s, %(run_id)s, %(action_id)s, now()
+       %(key)s, %(run_id)s, %(action_id)s, room.schedule_version, now()
   FROM room
 RETURNING id, code, room_id, created_at, (SELECT schedule_version FROM room)
 """
@@ -98,14 +109,14 @@ def booking_reserve(
         if Booking.objects.filter(idempotency_key=idempotency_key).exists():
             return _replay(user=user, key=idempotency_key, room_code=room_code,
                            start_at=start_at, end_at=end_at, attendees=attendees)
-        _explain_refusal(room_code=room_code, attendees=attendees, wanted=wanted,
-                         expected_version=expected_version)
+        _explain_refusal(room_code=room_code, start_at=start_at, end_at=end_at, attendees=attendees,
+                         wanted=wanted, expected_version=expected_version)
     booking_id, code, room_id, created_at, version = row
     booking = Booking(
         id=booking_id, code=code, room_id=room_id, requester=user,
         during=DateTimeTZRange(start_at, end_at, "[)"), attendees=attendees,
         status=BookingStatus.CONFIRMED, idempotency_key=idempotency_key, run_id=run_id,
-        action_id=action_id, created_at=created_at,
+        action_id=action_id, created_version=version, created_at=created_at,
     )
     booking._state.adding = False
     return Reservation(booking=booking, room_code=room_code, schedule_version=version, replayed=False)
@@ -131,8 +142,8 @@ def _replay(*, user: User, key: str, room_code: str, start_at: datetime, end_at:
                        schedule_version=first.room.schedule_version, replayed=True)
 
 
-def _explain_refusal(*, room_code: str, attendees: int, wanted: list[str],
-                     expected_version: int | None) -> None:
+def _explain_refusal(*, room_code: str, start_at: datetime, end_at: datetime, attendees: int,
+                     wanted: list[str], expected_version: int | None) -> None:
     """Say which rule refused the reservation (the single statement only says 'no')."""
     room = Room.objects.filter(code=room_code).first()
     if room is None:
@@ -151,10 +162,15 @@ def _explain_refusal(*, room_code: str, attendees: int, wanted: list[str],
     if missing:
         raise BookingError("invalid_input", "missing_equipment",
                            f"{room_code} has no {', '.join(missing)}.", "Pick a room that has it.")
-    if expected_version is not None and expected_version != room.schedule_version:
+    if expected_version is not None and (
+        expected_version > room.schedule_version
+        or room.bookings.filter(during__overlap=DateTimeTZRange(start_at, end_at, "[)"))
+        .filter(Q(created_version__gt=expected_version) | Q(cancelled_version__gt=expected_version))
+        .exists()
+    ):
         raise BookingError(
             "conflict", "stale_version",
-            f"{room_code}'s schedule changed since it was read (version {expected_version}, "
+            f"{room_code}'s schedule for that time changed since it was read (version {expected_version}, "
             f"now {room.schedule_version}).",
             "Search availability again before reserving.",
         )
@@ -169,23 +185,25 @@ def booking_cancel(*, user: User, booking_code: str) -> Booking:
     """Cancel a confirmed booking and bump its room's schedule version.
 
     Only the requester may cancel, or an admin. Cancelling a cancelled booking returns it
-    unchanged.
+    unchanged. Locks the room row, then the booking: the order booking_reserve takes them in
+    (its insert waits on the booking only while holding the room), so the two never deadlock.
     """
-    booking = (
-        Booking.objects.select_for_update(of=("self",)).select_related("room")
-        .filter(code=booking_code).first()
-    )
-    if booking is None:
+    found = Booking.objects.filter(code=booking_code).values_list("room_id", flat=True).first()
+    if found is None:
         raise BookingError("not_found", "booking_not_found", f"There is no booking {booking_code}.")
+    room = Room.objects.select_for_update().get(pk=found)
+    booking = Booking.objects.select_for_update().get(code=booking_code)
+    booking.room = room
     if booking.requester_id != user.pk and not user.has_role(Role.ADMIN):
         raise BookingError("forbidden", "not_your_booking",
                            f"{booking_code} belongs to someone else.", "Only its requester or an admin may cancel it.")
     if booking.status == BookingStatus.CANCELLED:
         return booking
+    room.schedule_version += 1
+    room.save(update_fields=["schedule_version"])
     booking.status = BookingStatus.CANCELLED
     booking.cancelled_at = timezone.now()
     booking.cancelled_by = user
-    booking.save(update_fields=["status", "cancelled_at", "cancelled_by"])
-    Room.objects.filter(pk=booking.room_id).update(schedule_version=F("schedule_version") + 1)
-    booking.room.refresh_from_db(fields=["schedule_version"])
+    booking.cancelled_version = room.schedule_version
+    booking.save(update_fields=["status", "cancelled_at", "cancelled_by", "cancelled_version"])
     return booking

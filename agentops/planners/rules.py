@@ -74,7 +74,9 @@ class RulesPlanner:
     @staticmethod
     def _choose(found: Observation, reserves: list[Observation], parsed: BookingRequest,
                 department: str) -> dict[str, Any] | None:
-        conflicted = {o.arguments.get("room_id") for o in reserves if o.result.get("reason") == "conflict"}
+        # A room whose slot was taken is out. A room refused only for a stale version may be
+        # tried again if this newer search still lists it free (with its new version).
+        conflicted = {o.arguments.get("room_id") for o in reserves if o.result.get("code") == "slot_taken"}
         rooms = [r for r in found.result.get("data", {}).get("rooms", []) if r["room_id"] not in conflicted]
         if parsed.room_code:
             rooms = [r for r in rooms if r["room_id"] == parsed.room_code]

@@ -379,12 +379,6 @@ def test_without_a_key_each_call_is_a_new_request(e17):
     assert all(k.startswith(f"api:{e17.pk}:") for k in keys)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: an Idempotency-Key over ~190 characters overflows "
-    "agentops_action.idempotency_key (varchar 200) in direct.py's _BEFORE_SQL: DataError, "
-    "a 500 instead of a clear refusal",
-)
 def test_an_overlong_idempotency_key_is_refused_clearly_and_writes_nothing(e17):
     client = Client(raise_request_exception=False)
 
@@ -551,11 +545,6 @@ def test_a_scope_the_api_refuses_is_400_and_starts_nothing(e17):
     assert not AgentRun.objects.exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: runs.DelegationScope is strict and types window as a tuple, "
-    "so a window sent as a JSON array is always refused: the API cannot set a time window",
-)
 def test_a_scope_with_a_time_window_can_be_given_through_the_api(e17):
     scope = {"window": [START.isoformat(), END.isoformat()], "attendees": 3, "max_writes": 1}
 

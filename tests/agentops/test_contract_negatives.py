@@ -28,9 +28,8 @@ def reserve_args(version: int, room: str = "R7", **extra) -> dict:
 
 def test_stale_observation_is_refused(worker, e17, e23):
     seen = Room.objects.get(code="R7").schedule_version
-    # The schedule moves on after the model's observation (another slot, same room).
-    other_start, other_end = slot(days=3, hour=9)
-    booking_reserve(user=e23, room_code="R7", start_at=other_start, end_at=other_end, attendees=2,
+    # The schedule of the observed window moves on after the model's observation.
+    booking_reserve(user=e23, room_code="R7", start_at=START, end_at=START + (END - START) / 2, attendees=2,
                     idempotency_key="other")
     script = [{"proposals": [{"tool": "reserve_room", "arguments": reserve_args(seen)}]},
               {"message": "done", "outcome": "done"}]

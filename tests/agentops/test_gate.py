@@ -308,11 +308,6 @@ def test_an_ordinary_reservation_in_scope_passes_the_gate_and_books(worker, e17)
     assert booking.code in run.reply
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: runs.DelegationScope does not validate window as aware ISO "
-    "datetimes; gate.check_scope then raises in the worker and the run stays running forever",
-)
 @pytest.mark.parametrize(
     "window",
     [

@@ -158,7 +158,7 @@ def test_after_a_reserve_conflict_it_searches_again():
     assert step.proposals == [Proposal("find_available_rooms", SEARCH)]
 
 
-def test_after_a_conflict_the_fresh_search_skips_the_conflicted_room():
+def test_after_a_taken_slot_the_fresh_search_skips_that_room():
     history = [
         found(room("R7", 4, version=17), room("R9", 6, version=2)),
         reserved("R7", 17, CONFLICT),
@@ -168,6 +168,19 @@ def test_after_a_conflict_the_fresh_search_skips_the_conflicted_room():
     step = propose(context(history))
 
     assert step.proposals == [Proposal("reserve_room", reserve_args("R9", 2))]
+
+
+def test_after_a_stale_version_conflict_the_room_is_tried_again_at_its_new_version():
+    stale = failure("conflict", "stale_version", "R7's schedule changed.", "Search again.")
+    history = [
+        found(room("R7", 4, version=17), room("R9", 6, version=2)),
+        reserved("R7", 17, stale),
+        found(room("R7", 4, version=18), room("R9", 6, version=2), turn=3),
+    ]
+
+    step = propose(context(history))
+
+    assert step.proposals == [Proposal("reserve_room", reserve_args("R7", 18))]
 
 
 def test_when_only_conflicted_rooms_remain_it_gives_up():

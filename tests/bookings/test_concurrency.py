@@ -96,32 +96,47 @@ def test_32_threads_reserving_overlapping_windows_confirm_exactly_one(e17, e23):
     assert version_of("R7") == before + 1 == successes(outcomes)[0].schedule_version
 
 
-def test_threads_sharing_a_stale_expected_version_confirm_exactly_one(e17, e23):
+def test_threads_with_a_version_made_stale_in_their_window_are_all_refused(e17, e23):
+    """A rival booking lands in the observed window after the observation: every concurrent
+    write that carries the old version and touches that window is refused, nothing written."""
+    users = [e17, e23]
+    start, _ = slot(days=3, hour=8)
+    expected = version_of("R7")
+    booking_reserve(user=e23, room_code="R7", start_at=start, end_at=start + timedelta(hours=4),
+                    attendees=2, idempotency_key="rival")
+
+    def reserve(i: int) -> Reservation:
+        begin = start + timedelta(minutes=15 * i)  # disjoint from each other, all inside the rival's
+        return booking_reserve(user=users[i % 2], room_code="R7", start_at=begin,
+                               end_at=begin + timedelta(minutes=15), attendees=2,
+                               expected_version=expected, idempotency_key=f"stale-{i}")
+
+    outcomes = run_together(16, reserve)
+
+    assert successes(outcomes) == []
+    assert {(e.reason, e.code) for e in failures(outcomes)} == {("conflict", "stale_version")}
+    assert Booking.objects.count() == 1
+    assert version_of("R7") == expected + 1
+
+
+def test_threads_sharing_a_version_for_disjoint_windows_all_confirm(e17, e23):
+    """The version is judged per window: writes to other times of the room are not conflicts."""
     users = [e17, e23]
     start, _ = slot(days=3, hour=8)
     expected = version_of("R7")
 
     def reserve(i: int) -> Reservation:
-        # Disjoint half-hour windows: only the version can make them collide.
         begin = start + timedelta(minutes=30 * i)
-        return booking_reserve(
-            user=users[i % 2],
-            room_code="R7",
-            start_at=begin,
-            end_at=begin + timedelta(minutes=30),
-            attendees=2,
-            expected_version=expected,
-            idempotency_key=f"stale-{i}",
-        )
+        return booking_reserve(user=users[i % 2], room_code="R7", start_at=begin,
+                               end_at=begin + timedelta(minutes=30), attendees=2,
+                               expected_version=expected, idempotency_key=f"fresh-{i}")
 
     outcomes = run_together(16, reserve)
 
-    assert len(successes(outcomes)) == 1
-    refused = failures(outcomes)
-    assert all(isinstance(e, BookingError) for e in refused), refused
-    assert {(e.reason, e.code) for e in refused} == {("conflict", "stale_version")}
-    assert Booking.objects.count() == 1
-    assert version_of("R7") == expected + 1
+    assert len(successes(outcomes)) == 16, failures(outcomes)
+    assert Booking.objects.count() == 16
+    assert version_of("R7") == expected + 16
+    assert sorted(r.schedule_version for r in successes(outcomes)) == list(range(expected + 1, expected + 17))
 
 
 def test_same_idempotency_key_from_16_threads_creates_one_booking(e17):
@@ -152,10 +167,9 @@ def test_same_idempotency_key_from_16_threads_creates_one_booking(e17):
 ROOMS = ("R7", "R9")
 QUARTERS = 40  # 08:00-18:00 on a 15-minute grid
 BATCH = 4
-# A cancel and a reserve of the same room, run at the same moment, can deadlock (see the xfail
-# test below). Until booking_cancel takes the room lock first, a batch runs such reserves in a
-# second wave, after the cancels; set this to True with the fix.
-CANCEL_RACES_RESERVE_OF_SAME_ROOM = False
+# A cancel and a reserve of the same room, run at the same moment, used to deadlock (see the
+# test below); booking_cancel now takes the room lock first, so batches race them freely.
+CANCEL_RACES_RESERVE_OF_SAME_ROOM = True
 
 
 @dataclass(frozen=True)
@@ -389,12 +403,6 @@ def in_thread(outcomes: dict[str, Any], name: str, fn: Callable[[], Any]) -> thr
     return thread
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="booking_cancel locks the booking, then the room; booking_reserve locks the room, "
-    "then waits on the booking in the exclusion check: PostgreSQL reports a deadlock",
-)
 def test_cancel_racing_a_reserve_of_the_same_slot_does_not_deadlock(e17, e23):
     start, end = slot(days=3, hour=16)
     first = booking_reserve(

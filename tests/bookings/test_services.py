@@ -53,11 +53,30 @@ def test_booking_codes_are_distinct_and_sequential(e17):
     assert int(b[1:]) == int(a[1:]) + 1
 
 
-def test_reserve_with_stale_version_is_conflict(e17):
+def test_reserve_with_stale_version_is_conflict(e17, e23):
     version = Room.objects.get(code="R7").schedule_version
-    reserve(e17, window=slot(hour=9), key="first")
+    reserve(e23, window=slot(hour=14, minute=30), key="first")  # touches the observed window
     err = refused("conflict", "stale_version", reserve, e17, expected_version=version, key="second")
     assert "again" in err.hint
+
+
+def test_cancel_in_the_window_also_makes_an_observation_stale(e17, e23):
+    code = reserve(e23, key="first").booking.code
+    version = Room.objects.get(code="R7").schedule_version  # observed: the slot is busy
+    booking_cancel(user=e23, booking_code=code)
+    refused("conflict", "stale_version", reserve, e17, expected_version=version, key="second")
+
+
+def test_write_to_another_time_of_the_room_does_not_make_it_stale(e17, e23):
+    version = Room.objects.get(code="R7").schedule_version
+    reserve(e23, window=slot(hour=9), key="first")  # same room, another time
+    res = reserve(e17, expected_version=version, key="second")
+    assert res.booking.created_version == version + 2 == Room.objects.get(code="R7").schedule_version
+
+
+def test_expected_version_from_the_future_is_refused(e17):
+    version = Room.objects.get(code="R7").schedule_version
+    refused("conflict", "stale_version", reserve, e17, expected_version=version + 5)
 
 
 def test_overlap_is_conflict(e17, e23):
