@@ -14,14 +14,19 @@ MESSAGES = {
     "en": {
         "no_room": "No room fits {people} people{equipment} for that time. Try another time?",
         "unverified": "I could not verify availability (the room search did not answer), so I booked nothing.",
+        "search_refused": "The room search was refused: {message}",
         "refused": "The booking was refused: {message}",
     },
     "zh": {
         "no_room": "该时段没有可容纳 {people} 人{equipment}的会议室，换个时间试试？",
         "unverified": "无法核实空闲情况（查询会议室超时），本次没有预订。",
+        "search_refused": "查询会议室被拒绝：{message}",
         "refused": "预订被拒绝：{message}",
     },
 }
+
+
+EQUIPMENT_ZH = {"projector": "投影", "whiteboard": "白板", "video": "视频会议", "phone": "电话", "display": "显示屏"}
 
 
 def _say(language: str, key: str, **kw: Any) -> str:
@@ -56,13 +61,20 @@ class RulesPlanner:
             return Step(outcome="gave_up")
         if not last.result.get("ok"):
             failed_reads = sum(1 for o in history if o.tool == "find_available_rooms" and not o.result.get("ok"))
-            if last.result.get("signal") == "yellow" and failed_reads < 2:
+            if last.result.get("signal") != "yellow":  # red: retrying cannot help
+                return Step(message=_say(ctx.language, "search_refused", message=last.result.get("message", "")),
+                            outcome="gave_up")
+            if failed_reads < 2:
                 return Step([Proposal("find_available_rooms", search)])  # one more, bounded
             return Step(message=_say(ctx.language, "unverified"), outcome="gave_up")
         pick = self._choose(last, reserves, parsed, ctx.subject.get("department", ""))
         if pick is None:
-            equipment = ", ".join(parsed.equipment)
-            suffix = (f" with {equipment}" if ctx.language != "zh" else f"、带{equipment}") if equipment else ""
+            if ctx.language == "zh":
+                equipment = "、".join(EQUIPMENT_ZH.get(e, e) for e in parsed.equipment)
+                suffix = f"、带{equipment}" if equipment else ""
+            else:
+                equipment = ", ".join(parsed.equipment)
+                suffix = f" with {equipment}" if equipment else ""
             return Step(message=_say(ctx.language, "no_room", people=parsed.attendees, equipment=suffix),
                         outcome="gave_up")
         return Step([Proposal("reserve_room", {

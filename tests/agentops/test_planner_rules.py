@@ -212,11 +212,13 @@ def test_a_second_timed_out_search_gives_up_saying_availability_could_not_be_ver
     assert "booked nothing" in step.message
 
 
-def test_a_search_refused_for_good_is_not_retried():
+def test_a_search_refused_for_good_is_not_retried_and_says_why():
     step = propose(context([find_failed("out_of_scope")]))
 
     assert step.proposals == []
     assert step.outcome == "gave_up"
+    assert step.message == "The room search was refused: The search did not answer."
+    assert "could not verify" not in step.message
 
 
 def test_no_free_room_gives_up_naming_people_and_equipment():
@@ -259,7 +261,7 @@ def test_a_chinese_request_gets_chinese_messages():
     unclear = propose(context(goal="帮我订个会议室", language="zh"))
 
     assert no_room.outcome == unverified.outcome == "gave_up"
-    assert no_room.message.startswith("该时段没有可容纳 3 人")
+    assert no_room.message == "该时段没有可容纳 3 人、带投影的会议室，换个时间试试？"
     assert unverified.message == "无法核实空闲情况（查询会议室超时），本次没有预订。"
     assert unclear.outcome == "ask_user"
     assert unclear.message == "请告诉我日期、时间和人数。"
