@@ -1,8 +1,8 @@
 """A single governed tool call made directly (JSON API, MCP): the same gate, idempotency and
 trace as a run's calls, without a model. Each call is recorded as a one-action run.
 
-The bookkeeping is two statements (before and after the call) so that governance costs a
-small multiple of the call itself; see bench/runtime_overhead.py.
+The bookkeeping is the idempotency claim before a write and one statement after the call, so
+that governance costs a small multiple of the call itself; see bench/runtime_overhead.py.
 """
 
 from __future__ import annotations
@@ -21,38 +21,26 @@ from agentops.execution import invoke
 from agentops.idempotency import idempotency_claim, request_digest
 from agentops.runs import POLICY_VERSION
 
-_BEFORE_SQL = """
+# Everything about the call is recorded in one statement once it has ended. Before a write
+# starts, its pending intent is the idempotency record (key, digest, subject, tool): a crash in
+# between leaves that record in progress, and the sweeper settles it by the tool's receipt lookup.
+_RECORD_SQL = """
 WITH run AS (
     INSERT INTO agentops_agentrun
            (id, subject_id, goal, language, model_name, delegation, budgets, policy_version, faults,
             model_script, status, outcome, reply, turn, proposals, tool_calls, event_seq, deadline,
-            created_at, updated_at)
+            created_at, updated_at, finished_at)
     VALUES (%(run)s, %(user)s, %(goal)s, 'en', 'direct', '{}', '{}', %(policy)s, '[]', '[]',
-            'running', '', '', 1, 1, 1, 2, %(deadline)s, now(), now())
+            %(run_status)s, %(outcome)s, '', 1, 1, 1, 4, %(deadline)s, %(started_at)s, now(),
+            CASE WHEN %(run_status)s = 'reconciling' THEN NULL ELSE now() END)
 ), action AS (
     INSERT INTO agentops_action
            (id, run_id, turn, call_index, tool, params, params_digest, readonly, risk, risk_reasons,
-            idempotency_key, status, attempts, started_at, lease_expires_at, task_id, created_at)
+            idempotency_key, status, attempts, result, started_at, finished_at, duration_ms, task_id,
+            created_at)
     VALUES (%(action)s, %(run)s, 1, 0, %(tool)s, %(params)s, %(digest)s, %(readonly)s, %(risk)s,
-            %(risk_reasons)s, %(key)s, 'running', 1, now(), %(lease)s, '', now())
-)
-INSERT INTO agentops_traceevent (run_id, seq, kind, action_id, payload, created_at)
-VALUES (%(run)s, 1, 'gate', %(action)s, %(gate)s, now()),
-       (%(run)s, 2, 'execution_started', %(action)s, %(started)s, now())
-"""
-
-_AFTER_SQL = """
-WITH action AS (
-    UPDATE agentops_action
-       SET status = %(status)s, result = %(result)s, finished_at = now(), lease_expires_at = NULL,
-           duration_ms = %(duration)s
-     WHERE id = %(action)s
-), run AS (
-    UPDATE agentops_agentrun
-       SET status = %(run_status)s, outcome = %(outcome)s, event_seq = 4,
-           finished_at = CASE WHEN %(run_status)s = 'reconciling' THEN NULL ELSE now() END,
-           updated_at = now()
-     WHERE id = %(run)s
+            %(risk_reasons)s, %(key)s, %(status)s, 1, %(result)s, %(started_at)s, now(), %(duration)s,
+            '', %(started_at)s)
 ), completed AS (
     UPDATE agentops_idempotencyrecord
        SET status = 'completed', response = %(result)s, completed_at = now()
@@ -62,7 +50,9 @@ WITH action AS (
      WHERE key = %(key)s AND %(release)s AND status = 'in_progress'
 )
 INSERT INTO agentops_traceevent (run_id, seq, kind, action_id, payload, created_at)
-VALUES (%(run)s, 3, 'execution_finished', %(action)s, %(finished)s, now()),
+VALUES (%(run)s, 1, 'gate', %(action)s, %(gate)s, %(started_at)s),
+       (%(run)s, 2, 'execution_started', %(action)s, %(started)s, %(started_at)s),
+       (%(run)s, 3, 'execution_finished', %(action)s, %(finished)s, now()),
        (%(run)s, 4, 'run_finished', NULL, %(run_finished)s, now())
 """
 
@@ -132,16 +122,9 @@ def tool_call_direct(*, user: Any, name: str, arguments: Any, idempotency_key: s
     key = ""
     if not spec.meta.readonly and spec.meta.enforced_idempotent:
         key = f"api:{user.pk}:{idempotency_key or uuid.uuid4().hex}"
-    now = timezone.now()
-    with connection.cursor() as cursor:
-        cursor.execute(_BEFORE_SQL, base | {
-            "deadline": now + timedelta(seconds=60), "risk": risk.value, "risk_reasons": _j(list(reasons)),
-            "key": key, "lease": now + timedelta(seconds=spec.meta.timeout_s + 5),
-            "gate": _j({"tool": name, "decision": "execute", "check": "policy", "risk": risk.value,
-                        "idempotency_key": key}),
-            "started": _j({"tool": name, "attempt": 1, "idempotency_key": key}),
-        })
+    started_at = timezone.now()
     complete = release = False
+    ctx = CallContext(user=user, run_id=str(run_id), action_id=str(action_id), idempotency_key=key)
     if key:
         claim = idempotency_claim(key=key, tool=name, subject_id=user.pk, digest=digest)
         if claim.state == "replay":
@@ -155,19 +138,23 @@ def tool_call_direct(*, user: Any, name: str, arguments: Any, idempotency_key: s
             envelope, outcome = failure("in_progress", "in_progress", "A request with this key is still running.",
                                         "Retry after a moment with the same key.", 500), "yellow"
         else:
-            ctx = CallContext(user=user, run_id=str(run_id), action_id=str(action_id), idempotency_key=key)
             envelope, outcome = invoke(spec, ctx, args, faults=[])
             complete, release = outcome in ("green", "red"), outcome == "yellow"
     else:
-        envelope, outcome = invoke(spec, CallContext(user=user, run_id=str(run_id), action_id=str(action_id)),
-                                   args, faults=[])
+        envelope, outcome = invoke(spec, ctx, args, faults=[])
     status = {"green": "succeeded", UNKNOWN_OUTCOME: "unknown_outcome"}.get(outcome, "failed")
     run_status = {"green": "succeeded", UNKNOWN_OUTCOME: "reconciling"}.get(outcome, "failed")
+    result = _j(envelope)
     with connection.cursor() as cursor:
-        cursor.execute(_AFTER_SQL, {
-            "action": action_id, "run": run_id, "status": status, "result": _j(envelope),
-            "duration": int((timezone.now() - now).total_seconds() * 1000), "run_status": run_status,
-            "outcome": outcome, "key": key, "complete": complete, "release": release,
+        cursor.execute(_RECORD_SQL, base | {
+            "status": status, "result": result, "run_status": run_status, "outcome": outcome,
+            "started_at": started_at, "deadline": started_at + timedelta(seconds=60),
+            "duration": int((timezone.now() - started_at).total_seconds() * 1000),
+            "risk": risk.value, "risk_reasons": _j(list(reasons)), "key": key,
+            "complete": complete, "release": release,
+            "gate": _j({"tool": name, "decision": "execute", "check": "policy", "risk": risk.value,
+                        "idempotency_key": key}),
+            "started": _j({"tool": name, "attempt": 1, "idempotency_key": key}),
             "finished": _j({"tool": name, "attempt": 1, "outcome": outcome, "result": envelope}),
             "run_finished": _j({"status": run_status, "outcome": outcome}),
         })

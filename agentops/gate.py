@@ -120,10 +120,10 @@ def check_rate(user_id: int) -> Verdict | None:
     """A fixed one-minute window per user in Redis."""
     window = int(time.time() // 60)
     key = f"agentops:rate:{user_id}:{window}"
-    pipe = get_redis().pipeline()
-    pipe.incr(key)
-    pipe.expire(key, 120)
-    count, _ = pipe.execute()
+    redis = get_redis()
+    count = redis.incr(key)
+    if count == 1:
+        redis.expire(key, 120)  # the first call of a window sets its lifetime
     limit = settings.AGENT_RATE_LIMIT_PER_MINUTE
     if count > limit:
         retry = int((60 - time.time() % 60) * 1000)

@@ -137,7 +137,10 @@ class Action(models.Model):
         ]
         # Not unique: a replayed API call is recorded as its own action under the same key;
         # the idempotency table holds the one record per key.
-        indexes = [models.Index(fields=["status", "lease_expires_at"]), models.Index(fields=["idempotency_key"])]
+        indexes = [
+            models.Index(fields=["lease_expires_at"], condition=models.Q(status="running"), name="action_running_lease"),
+            models.Index(fields=["idempotency_key"], condition=~models.Q(idempotency_key=""), name="action_key"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.tool} ({self.status})"
@@ -149,7 +152,9 @@ class TraceEvent(models.Model):
     run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="events")
     seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=40)
-    action = models.ForeignKey(Action, null=True, blank=True, on_delete=models.CASCADE, related_name="events")
+    # No index of its own: events are read per run, in order (the unique (run, seq) index).
+    action = models.ForeignKey(Action, null=True, blank=True, on_delete=models.CASCADE, related_name="events",
+                               db_index=False)
     payload = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
 

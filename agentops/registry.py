@@ -9,6 +9,7 @@ import importlib
 from typing import Any
 
 from django.apps import apps
+from django.db import connection
 
 from agentops.contract import ToolSpec
 
@@ -42,7 +43,15 @@ def all_tools() -> list[ToolSpec]:
 
 
 def user_roles(user: Any) -> set[str]:
-    roles = {g.name for g in user.groups.all()}
+    """The user's groups, read now (never cached: a removed role takes effect at once)."""
+    through = user.groups.through._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT g.name FROM auth_group g JOIN {through} ug ON ug.group_id = g.id "  # noqa: S608
+            "WHERE ug.user_id = %s",
+            [user.pk],
+        )
+        roles = {name for (name,) in cursor.fetchall()}
     if user.is_superuser:
         roles.add("admins")
     return roles

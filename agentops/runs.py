@@ -608,5 +608,37 @@ def sweep() -> dict[str, int]:
             _enqueue_step(run.pk, max(run.turn, 1))
         else:
             advance(run.pk, run.turn)
+    counts["settled_claims"] = _settle_abandoned_claims(now)
     IdempotencyRecord.objects.filter(expires_at__lt=now).delete()
     return counts
+
+
+ABANDONED_AFTER = timedelta(minutes=2)
+
+
+def _settle_abandoned_claims(now) -> int:
+    """A direct call whose process died mid-write leaves only its in-progress claim: settle it
+    from the tool's receipt lookup, so a retry with the same key replays or runs again."""
+    from agentops.models import IdempotencyRecord, IdempotencyStatus
+
+    settled = 0
+    stale = IdempotencyRecord.objects.filter(status=IdempotencyStatus.IN_PROGRESS,
+                                             created_at__lt=now - ABANDONED_AFTER)
+    for record in stale:
+        if Action.objects.filter(idempotency_key=record.key).exclude(
+            status__in=[ActionStatus.SUCCEEDED, ActionStatus.FAILED, ActionStatus.REJECTED, ActionStatus.CANCELLED]
+        ).exists():
+            continue  # a run's action owns it: its own reconciliation settles it
+        spec = registry.get(record.tool)
+        if spec is None or spec.lookup_receipt is None:
+            continue
+        lookup = spec.lookup_receipt(record.key)
+        if lookup.status == ReceiptStatus.FOUND:
+            idempotency_complete(key=record.key, response=success(lookup.receipt))
+        elif lookup.status == ReceiptStatus.ABSENT:
+            idempotency_release(key=record.key)
+        else:
+            continue
+        log.warning("settled abandoned idempotency claim %s: %s", record.key, lookup.status.value)
+        settled += 1
+    return settled

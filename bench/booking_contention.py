@@ -37,8 +37,8 @@ USERNAMES = ("e17", "e23", "a01", "admin")
 RAW_INSERT = """
 INSERT INTO bookings_booking
        (room_id, requester_id, during, attendees, status, idempotency_key, run_id, action_id,
-        created_at)
-VALUES (%s, %s, tstzrange(%s, %s, '[)'), %s, 'confirmed', %s, '', '', now())
+        created_version, created_at)
+VALUES (%s, %s, tstzrange(%s, %s, '[)'), %s, 'confirmed', %s, '', '', 0, now())
 """
 
 DOUBLE_BOOKINGS = """

@@ -58,6 +58,13 @@ def room_get(*, code: str) -> Room | None:
     return Room.objects.filter(code=code).first()
 
 
+def room_policy_facts(*, code: str) -> tuple[bool, str] | None:
+    """(requires_approval, department) of a room, or None: what the risk policy reads, cheaply."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT requires_approval, department FROM bookings_room WHERE code = %s", [code])
+        return cursor.fetchone()
+
+
 def booking_get(*, user: User, code: str) -> Booking:
     """A booking its requester (or an admin) may see; anyone else gets not_found."""
     booking = Booking.objects.select_related("room", "requester").filter(code=code).first()

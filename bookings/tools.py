@@ -260,13 +260,15 @@ def cancel_summarize(receipt: dict[str, Any], language: str) -> str:
 
 
 def reserve_risk(ctx: CallContext, args: ReserveRoomInput) -> Risk:
-    room = selectors.room_get(code=args.room_id)
+    facts = selectors.room_policy_facts(code=args.room_id)
     reasons = []
-    if room is not None and room.requires_approval:
-        reasons.append(f"{room.code} is a premium room that needs approval")
-    dept = getattr(ctx.user, "department", "")
-    if room is not None and dept and room.department != dept:
-        reasons.append(f"{room.code} belongs to {room.department}, not {dept}")
+    if facts is not None:
+        requires_approval, department = facts
+        if requires_approval:
+            reasons.append(f"{args.room_id} is a premium room that needs approval")
+        dept = getattr(ctx.user, "department", "")
+        if dept and department != dept:
+            reasons.append(f"{args.room_id} belongs to {department}, not {dept}")
     return Risk(SideEffect.HIGH if reasons else SideEffect.MEDIUM, tuple(reasons))
 
 
