@@ -122,6 +122,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"
+SERVE_STATIC = _env_bool("SERVE_STATIC", DEBUG)
 
 # --- booking rules ---
 BOOKING_HORIZON_DAYS = int(os.environ.get("BOOKING_HORIZON_DAYS", "90"))
