@@ -14,7 +14,9 @@ class ApiTokenAdmin(admin.ModelAdmin):
     actions = ["revoke"]
 
     def has_add_permission(self, request) -> bool:
-        return False  # tokens are issued with `manage.py issue_token`, which shows the raw value once
+        return (
+            False  # tokens are issued with `manage.py issue_token`, which shows the raw value once
+        )
 
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request, queryset) -> None:

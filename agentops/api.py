@@ -16,7 +16,6 @@ from agentops.direct import tool_call_direct
 from agentops.runs import run_start
 from agentops.services import token_authenticate
 
-
 MAX_IDEMPOTENCY_KEY = 100
 
 
@@ -39,9 +38,13 @@ def api_auth(view):
         elif request.user.is_authenticated:
             rejected = CsrfViewMiddleware(lambda r: None).process_view(request, None, (), {})
             if rejected is not None:
-                return _error(403, "csrf_failed", "CSRF check failed for a session-authenticated request.")
+                return _error(
+                    403, "csrf_failed", "CSRF check failed for a session-authenticated request."
+                )
         else:
-            return _error(401, "not_authenticated", "Sign in or send Authorization: Bearer <token>.")
+            return _error(
+                401, "not_authenticated", "Sign in or send Authorization: Bearer <token>."
+            )
         return view(request, *args, **kwargs)
 
     return wrapper
@@ -57,7 +60,9 @@ def _json_body(request) -> tuple[Any, JsonResponse | None]:
 @require_GET
 @api_auth
 def tools_list(request):
-    return JsonResponse({"tools": [registry.describe(s) for s in registry.visible_to(request.user)]})
+    return JsonResponse(
+        {"tools": [registry.describe(s) for s in registry.visible_to(request.user)]}
+    )
 
 
 @require_POST
@@ -70,8 +75,11 @@ def tool_call(request, name: str):
         return bad
     key = request.headers.get("Idempotency-Key") or None
     if key is not None and not (len(key) <= MAX_IDEMPOTENCY_KEY and key.isprintable()):
-        return _error(400, "bad_idempotency_key",
-                      f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable characters.")
+        return _error(
+            400,
+            "bad_idempotency_key",
+            f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable characters.",
+        )
     envelope = tool_call_direct(user=request.user, name=name, arguments=body, idempotency_key=key)
     return JsonResponse(envelope)
 
@@ -82,7 +90,11 @@ def runs_create(request):
     body, bad = _json_body(request)
     if bad:
         return bad
-    if not isinstance(body, dict) or not isinstance(body.get("request"), str) or set(body) - {"request", "scope"}:
+    if (
+        not isinstance(body, dict)
+        or not isinstance(body.get("request"), str)
+        or set(body) - {"request", "scope"}
+    ):
         return _error(400, "invalid_body", 'Send {"request": "<text>"} (optionally "scope").')
     try:
         run = run_start(user=request.user, request_text=body["request"], scope=body.get("scope"))

@@ -31,11 +31,21 @@ class Signal(StrEnum):
     YELLOW = "yellow"  # transient: bounded backoff retries
 
 
-RED_REASONS = frozenset({
-    "invalid_input", "forbidden", "not_found", "conflict", "idempotency_key_reuse",
-    "out_of_scope", "unknown_tool", "budget_exhausted", "loop_detected", "run_terminal",
-    "output_too_large",
-})
+RED_REASONS = frozenset(
+    {
+        "invalid_input",
+        "forbidden",
+        "not_found",
+        "conflict",
+        "idempotency_key_reuse",
+        "out_of_scope",
+        "unknown_tool",
+        "budget_exhausted",
+        "loop_detected",
+        "run_terminal",
+        "output_too_large",
+    }
+)
 YELLOW_REASONS = frozenset({"timeout", "unavailable", "rate_limited", "in_progress"})
 UNKNOWN_OUTCOME = "unknown_outcome"  # its own state: reconciled, never plainly retried
 
@@ -43,8 +53,14 @@ UNKNOWN_OUTCOME = "unknown_outcome"  # its own state: reconciled, never plainly 
 class ToolError(Exception):
     """A refusal or failure a tool (or the runtime) reports to the model as an envelope."""
 
-    def __init__(self, reason: str, code: str, message: str, hint: str = "",
-                 retry_after_ms: int | None = None) -> None:
+    def __init__(
+        self,
+        reason: str,
+        code: str,
+        message: str,
+        hint: str = "",
+        retry_after_ms: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.reason, self.code, self.message = reason, code, message
         self.hint, self.retry_after_ms = hint, retry_after_ms
@@ -57,8 +73,9 @@ class ToolError(Exception):
         return failure(self.reason, self.code, self.message, self.hint, self.retry_after_ms)
 
 
-def success(data: Any, *, next_cursor: str | None = None,
-            observed_at: datetime | None = None) -> dict[str, Any]:
+def success(
+    data: Any, *, next_cursor: str | None = None, observed_at: datetime | None = None
+) -> dict[str, Any]:
     return {
         "ok": True,
         "signal": Signal.GREEN.value,
@@ -68,8 +85,9 @@ def success(data: Any, *, next_cursor: str | None = None,
     }
 
 
-def failure(reason: str, code: str, message: str, hint: str = "",
-            retry_after_ms: int | None = None) -> dict[str, Any]:
+def failure(
+    reason: str, code: str, message: str, hint: str = "", retry_after_ms: int | None = None
+) -> dict[str, Any]:
     if reason == UNKNOWN_OUTCOME:
         signal = UNKNOWN_OUTCOME
     else:
@@ -176,7 +194,9 @@ class ToolSpec:
     verify: Callable[[dict[str, Any], CallContext], Verification] | None = None
     compensate: Callable[[dict[str, Any], CallContext], Any] | None = None
     assess_risk: Callable[[CallContext, BaseModel], Risk] | None = None
-    summarize: Callable[[dict[str, Any], str], str] | None = None  # (receipt, language) -> reply text
+    summarize: Callable[[dict[str, Any], str], str] | None = (
+        None  # (receipt, language) -> reply text
+    )
 
     def __post_init__(self) -> None:
         if not self.meta.readonly and (self.lookup_receipt is None or self.verify is None):

@@ -80,7 +80,9 @@ def _j(value: Any) -> str:
     return json.dumps(value, default=str, ensure_ascii=False)
 
 
-def tool_call_direct(*, user: Any, name: str, arguments: Any, idempotency_key: str | None = None) -> dict[str, Any]:
+def tool_call_direct(
+    *, user: Any, name: str, arguments: Any, idempotency_key: str | None = None
+) -> dict[str, Any]:
     """Gate, then execute one call for ``user`` (from the session or token) and trace it.
 
     Writes carry ``api:<user>:<key>``: the caller's Idempotency-Key, or a fresh one. Returns the
@@ -102,21 +104,48 @@ def tool_call_direct(*, user: Any, name: str, arguments: Any, idempotency_key: s
     if verdict is None:
         risk, reasons = gate.assess_risk(spec, ctx, args)
         if risk == SideEffect.HIGH:
-            verdict = gate.Verdict("refuse", check="policy", error=ToolError(
-                "forbidden", "approval_required", f"This call needs a human approval ({'; '.join(reasons)}).",
-                "Ask the assistant instead: it routes the request to an approver."))
+            verdict = gate.Verdict(
+                "refuse",
+                check="policy",
+                error=ToolError(
+                    "forbidden",
+                    "approval_required",
+                    f"This call needs a human approval ({'; '.join(reasons)}).",
+                    "Ask the assistant instead: it routes the request to an approver.",
+                ),
+            )
     run_id, action_id = uuid.uuid4(), uuid.uuid4()
     digest = request_digest(tool=name, subject_id=user.pk, params=params)
-    base = {"run": run_id, "action": action_id, "user": user.pk, "goal": f"API call {name}"[:200],
-            "policy": POLICY_VERSION, "tool": name, "params": _j(params), "digest": digest,
-            "readonly": spec.meta.readonly if spec else True}
+    base = {
+        "run": run_id,
+        "action": action_id,
+        "user": user.pk,
+        "goal": f"API call {name}"[:200],
+        "policy": POLICY_VERSION,
+        "tool": name,
+        "params": _j(params),
+        "digest": digest,
+        "readonly": spec.meta.readonly if spec else True,
+    }
     if verdict is not None:
         envelope = verdict.error.envelope()
         with connection.cursor() as cursor:
-            cursor.execute(_REFUSED_SQL, base | {
-                "outcome": verdict.error.reason, "result": _j(envelope),
-                "gate": _j({"tool": name, "decision": "refuse", "check": verdict.check, "refusal": envelope}),
-            })
+            cursor.execute(
+                _REFUSED_SQL,
+                base
+                | {
+                    "outcome": verdict.error.reason,
+                    "result": _j(envelope),
+                    "gate": _j(
+                        {
+                            "tool": name,
+                            "decision": "refuse",
+                            "check": verdict.check,
+                            "refusal": envelope,
+                        }
+                    ),
+                },
+            )
         return envelope
 
     key = ""
@@ -130,13 +159,26 @@ def tool_call_direct(*, user: Any, name: str, arguments: Any, idempotency_key: s
         if claim.state == "replay":
             envelope, outcome = claim.response, claim.response["signal"]
         elif claim.state == "reuse":
-            envelope, outcome = failure(
-                "idempotency_key_reuse", "idempotency_key_reuse",
-                "This Idempotency-Key was already used with a different request.",
-                "Use a new key for a new request."), "red"
+            envelope, outcome = (
+                failure(
+                    "idempotency_key_reuse",
+                    "idempotency_key_reuse",
+                    "This Idempotency-Key was already used with a different request.",
+                    "Use a new key for a new request.",
+                ),
+                "red",
+            )
         elif claim.state == "in_progress":
-            envelope, outcome = failure("in_progress", "in_progress", "A request with this key is still running.",
-                                        "Retry after a moment with the same key.", 500), "yellow"
+            envelope, outcome = (
+                failure(
+                    "in_progress",
+                    "in_progress",
+                    "A request with this key is still running.",
+                    "Retry after a moment with the same key.",
+                    500,
+                ),
+                "yellow",
+            )
         else:
             envelope, outcome = invoke(spec, ctx, args, faults=[])
             complete, release = outcome in ("green", "red"), outcome == "yellow"
@@ -146,18 +188,38 @@ def tool_call_direct(*, user: Any, name: str, arguments: Any, idempotency_key: s
     run_status = {"green": "succeeded", UNKNOWN_OUTCOME: "reconciling"}.get(outcome, "failed")
     result = _j(envelope)
     with connection.cursor() as cursor:
-        cursor.execute(_RECORD_SQL, base | {
-            "status": status, "result": result, "run_status": run_status, "outcome": outcome,
-            "started_at": started_at, "deadline": started_at + timedelta(seconds=60),
-            "duration": int((timezone.now() - started_at).total_seconds() * 1000),
-            "risk": risk.value, "risk_reasons": _j(list(reasons)), "key": key,
-            "complete": complete, "release": release,
-            "gate": _j({"tool": name, "decision": "execute", "check": "policy", "risk": risk.value,
-                        "idempotency_key": key}),
-            "started": _j({"tool": name, "attempt": 1, "idempotency_key": key}),
-            "finished": _j({"tool": name, "attempt": 1, "outcome": outcome, "result": envelope}),
-            "run_finished": _j({"status": run_status, "outcome": outcome}),
-        })
+        cursor.execute(
+            _RECORD_SQL,
+            base
+            | {
+                "status": status,
+                "result": result,
+                "run_status": run_status,
+                "outcome": outcome,
+                "started_at": started_at,
+                "deadline": started_at + timedelta(seconds=60),
+                "duration": int((timezone.now() - started_at).total_seconds() * 1000),
+                "risk": risk.value,
+                "risk_reasons": _j(list(reasons)),
+                "key": key,
+                "complete": complete,
+                "release": release,
+                "gate": _j(
+                    {
+                        "tool": name,
+                        "decision": "execute",
+                        "check": "policy",
+                        "risk": risk.value,
+                        "idempotency_key": key,
+                    }
+                ),
+                "started": _j({"tool": name, "attempt": 1, "idempotency_key": key}),
+                "finished": _j(
+                    {"tool": name, "attempt": 1, "outcome": outcome, "result": envelope}
+                ),
+                "run_finished": _j({"status": run_status, "outcome": outcome}),
+            },
+        )
     if outcome == UNKNOWN_OUTCOME:
         from agentops.runs import _enqueue_reconcile
 

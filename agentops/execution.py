@@ -12,7 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections, connection
+from django.db import (
+    DatabaseError,
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connection,
+)
 from pydantic import BaseModel
 
 from agentops.contract import UNKNOWN_OUTCOME, CallContext, ToolError, ToolSpec, failure
@@ -22,7 +28,7 @@ _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tool")
 PAUSE_LIMIT_S = 30
 
 
-class LostReceipt(Exception):
+class LostReceiptError(Exception):
     """Injected: the write committed, then its response was lost on the way back."""
 
 
@@ -37,7 +43,8 @@ def release_key(run_id: str) -> str:
 def faults_for(faults: list[dict[str, Any]], tool: str, call_number: int) -> list[dict[str, Any]]:
     """The injected faults that apply to the Nth call (1-based, attempts included) of a tool."""
     return [
-        f for f in faults
+        f
+        for f in faults
         if f.get("tool") in (tool, "*") and (not f.get("calls") or call_number in f["calls"])
     ]
 
@@ -48,7 +55,9 @@ def _wait_for_release(run_id: str) -> None:
         time.sleep(0.02)
 
 
-def _call(spec: ToolSpec, ctx: CallContext, args: BaseModel, faults: list[dict[str, Any]]) -> dict[str, Any]:
+def _call(
+    spec: ToolSpec, ctx: CallContext, args: BaseModel, faults: list[dict[str, Any]]
+) -> dict[str, Any]:
     kinds = {f["kind"]: f for f in faults}
     try:
         if "db_error" in kinds:
@@ -67,7 +76,7 @@ def _call(spec: ToolSpec, ctx: CallContext, args: BaseModel, faults: list[dict[s
         if "pause_after_commit" in kinds:
             _wait_for_release(ctx.run_id)
         if "lose_receipt" in kinds:
-            raise LostReceipt("injected: response lost after the write committed")
+            raise LostReceiptError("injected: response lost after the write committed")
         return envelope
     finally:
         # Pool threads keep their connection between calls; drop it only if it broke.
@@ -75,36 +84,55 @@ def _call(spec: ToolSpec, ctx: CallContext, args: BaseModel, faults: list[dict[s
             close_old_connections()
 
 
-def invoke(spec: ToolSpec, ctx: CallContext, args: BaseModel, *,
-           faults: list[dict[str, Any]]) -> tuple[dict[str, Any], str]:
+def invoke(
+    spec: ToolSpec, ctx: CallContext, args: BaseModel, *, faults: list[dict[str, Any]]
+) -> tuple[dict[str, Any], str]:
     """Run the tool and return (envelope, outcome); outcome is green, red, yellow or unknown_outcome."""
     future = _POOL.submit(_call, spec, ctx, args, faults)
     try:
         envelope = future.result(timeout=spec.meta.timeout_s)
     except FutureTimeout:
         if spec.meta.readonly:
-            return failure("timeout", "tool_timeout", f"{spec.name} did not answer within "
-                           f"{spec.meta.timeout_s:.1f}s.", "Wait a moment, then try once more."), "yellow"
+            return failure(
+                "timeout",
+                "tool_timeout",
+                f"{spec.name} did not answer within {spec.meta.timeout_s:.1f}s.",
+                "Wait a moment, then try once more.",
+            ), "yellow"
         return _unknown(spec, "timed out"), UNKNOWN_OUTCOME
     except TransientDatabaseError as exc:
-        return failure("unavailable", "database_unavailable", str(exc), "Try again shortly.", 200), "yellow"
-    except LostReceipt:
+        return failure(
+            "unavailable", "database_unavailable", str(exc), "Try again shortly.", 200
+        ), "yellow"
+    except LostReceiptError:
         return _unknown(spec, "lost its response"), UNKNOWN_OUTCOME
     except (OperationalError, InterfaceError) as exc:
         if spec.meta.readonly:
-            return failure("unavailable", "database_unavailable", "The booking database did not answer.",
-                           "Try again shortly.", 200), "yellow"
+            return failure(
+                "unavailable",
+                "database_unavailable",
+                "The booking database did not answer.",
+                "Try again shortly.",
+                200,
+            ), "yellow"
         return _unknown(spec, f"failed mid-call ({type(exc).__name__})"), UNKNOWN_OUTCOME
     except DatabaseError:
         raise
     size = len(json.dumps(envelope, default=str).encode())
     if size > spec.meta.max_output_bytes:
-        return failure("output_too_large", "output_too_large",
-                       f"{spec.name} returned {size} bytes, over its {spec.meta.max_output_bytes}.",
-                       "Narrow the query or page with a smaller limit."), "red"
+        return failure(
+            "output_too_large",
+            "output_too_large",
+            f"{spec.name} returned {size} bytes, over its {spec.meta.max_output_bytes}.",
+            "Narrow the query or page with a smaller limit.",
+        ), "red"
     return envelope, envelope["signal"]
 
 
 def _unknown(spec: ToolSpec, what: str) -> dict[str, Any]:
-    return failure(UNKNOWN_OUTCOME, UNKNOWN_OUTCOME, f"{spec.name} {what}; whether it took effect is unknown.",
-                   "Do not retry: the host is checking what happened under this call's idempotency key.")
+    return failure(
+        UNKNOWN_OUTCOME,
+        UNKNOWN_OUTCOME,
+        f"{spec.name} {what}; whether it took effect is unknown.",
+        "Do not retry: the host is checking what happened under this call's idempotency key.",
+    )

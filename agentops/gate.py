@@ -14,7 +14,6 @@ from django.conf import settings
 from pydantic import BaseModel, ValidationError
 
 from agentops import registry
-from agentops.redis_client import get_redis
 from agentops.contract import (
     RISK_ORDER,
     CallContext,
@@ -23,6 +22,7 @@ from agentops.contract import (
     ToolSpec,
     canonical_json,
 )
+from agentops.redis_client import get_redis
 
 LOOP_LIMIT = 5  # the same call proposed this many times aborts the run
 
@@ -41,29 +41,52 @@ class Verdict:
     check: str = ""  # which check decided
 
 
-def _refuse(check: str, reason: str, code: str, message: str, hint: str,
-            retry_after_ms: int | None = None, *, abort: bool = False) -> Verdict:
-    return Verdict("abort" if abort else "refuse", error=ToolError(reason, code, message, hint, retry_after_ms),
-                   check=check)
+def _refuse(
+    check: str,
+    reason: str,
+    code: str,
+    message: str,
+    hint: str,
+    retry_after_ms: int | None = None,
+    *,
+    abort: bool = False,
+) -> Verdict:
+    return Verdict(
+        "abort" if abort else "refuse",
+        error=ToolError(reason, code, message, hint, retry_after_ms),
+        check=check,
+    )
 
 
 def check_tool(name: str, roles: set[str]) -> tuple[ToolSpec | None, Verdict | None]:
     spec = registry.get(name)
     if spec is None:
         visible = ", ".join(s.name for s in registry.all_tools() if s.meta.roles & roles)
-        return None, _refuse("unknown_tool", "unknown_tool", "unknown_tool", f"There is no tool {name!r}.",
-                             f"Use one of: {visible}.")
+        return None, _refuse(
+            "unknown_tool",
+            "unknown_tool",
+            "unknown_tool",
+            f"There is no tool {name!r}.",
+            f"Use one of: {visible}.",
+        )
     return spec, None
 
 
 def check_schema(spec: ToolSpec, arguments: Any) -> tuple[BaseModel | None, Verdict | None]:
     if not isinstance(arguments, dict):
-        return None, _refuse("schema", "invalid_input", "arguments_not_object", "Arguments must be a JSON object.",
-                             "Send the parameters as an object.")
+        return None, _refuse(
+            "schema",
+            "invalid_input",
+            "arguments_not_object",
+            "Arguments must be a JSON object.",
+            "Send the parameters as an object.",
+        )
     smuggled = sorted(k for k in arguments if "approv" in str(k).lower())
     if smuggled:
         return None, _refuse(
-            "schema", "invalid_input", "approval_field_refused",
+            "schema",
+            "invalid_input",
+            "approval_field_refused",
             f"Field(s) {', '.join(smuggled)} are not accepted: approvals never come through tool arguments.",
             "Propose the call without it; a human approves through the approvals inbox.",
         )
@@ -71,48 +94,86 @@ def check_schema(spec: ToolSpec, arguments: Any) -> tuple[BaseModel | None, Verd
         args = spec.input_model.model_validate_json(canonical_json(arguments))
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:5]
+            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+            for e in exc.errors()[:5]
         )
-        return None, _refuse("schema", "invalid_input", "schema_violation", f"Invalid arguments: {problems}.",
-                             "Fix the listed fields; see the tool's input schema.")
+        return None, _refuse(
+            "schema",
+            "invalid_input",
+            "schema_violation",
+            f"Invalid arguments: {problems}.",
+            "Fix the listed fields; see the tool's input schema.",
+        )
     return args, None
 
 
 def check_visible(spec: ToolSpec, roles: set[str]) -> Verdict | None:
     if spec.meta.roles & roles:
         return None
-    return _refuse("visibility", "forbidden", "tool_not_visible", f"{spec.name} is not available to you.",
-                   "Use a tool from your tool list.")
+    return _refuse(
+        "visibility",
+        "forbidden",
+        "tool_not_visible",
+        f"{spec.name} is not available to you.",
+        "Use a tool from your tool list.",
+    )
 
 
-def check_scope(spec: ToolSpec, args: BaseModel, delegation: dict[str, Any], writes_so_far: int) -> Verdict | None:
+def check_scope(
+    spec: ToolSpec, args: BaseModel, delegation: dict[str, Any], writes_so_far: int
+) -> Verdict | None:
     """The run's delegation, set by the host from the user's request."""
     allowed = delegation.get("tools")
     if allowed is not None and spec.name not in allowed:
-        return _refuse("scope", "out_of_scope", "tool_not_delegated",
-                       f"This request does not allow {spec.name}.", "Stay within what the user asked for.")
+        return _refuse(
+            "scope",
+            "out_of_scope",
+            "tool_not_delegated",
+            f"This request does not allow {spec.name}.",
+            "Stay within what the user asked for.",
+        )
     if spec.meta.readonly:
         return None
     if writes_so_far >= int(delegation.get("max_writes", 0)):
-        return _refuse("scope", "out_of_scope", "max_writes",
-                       "This request allows no further writes.", "Report the outcome to the user.")
+        return _refuse(
+            "scope",
+            "out_of_scope",
+            "max_writes",
+            "This request allows no further writes.",
+            "Report the outcome to the user.",
+        )
     window = delegation.get("window")
     start, end = getattr(args, "start_at", None), getattr(args, "end_at", None)
     if window and start is not None and end is not None:
         lo, hi = (datetime.fromisoformat(w) for w in window)
         if start < lo or end > hi:
-            return _refuse("scope", "out_of_scope", "outside_window",
-                           f"The user asked for {window[0]} to {window[1]}.", "Use the time the user asked for.")
+            return _refuse(
+                "scope",
+                "out_of_scope",
+                "outside_window",
+                f"The user asked for {window[0]} to {window[1]}.",
+                "Use the time the user asked for.",
+            )
     wanted = delegation.get("attendees")
     attendees = getattr(args, "attendees", None)
     if wanted and attendees is not None and attendees != wanted:
-        return _refuse("scope", "out_of_scope", "attendees_differ",
-                       f"The user asked for {wanted} people.", "Use the number of people the user gave.")
+        return _refuse(
+            "scope",
+            "out_of_scope",
+            "attendees_differ",
+            f"The user asked for {wanted} people.",
+            "Use the number of people the user gave.",
+        )
     needed = set(delegation.get("equipment") or ())
     equipment = getattr(args, "equipment", None)
     if needed and equipment is not None and not needed <= set(equipment):
-        return _refuse("scope", "out_of_scope", "equipment_missing",
-                       f"The user needs {', '.join(sorted(needed))}.", "Include the equipment the user asked for.")
+        return _refuse(
+            "scope",
+            "out_of_scope",
+            "equipment_missing",
+            f"The user needs {', '.join(sorted(needed))}.",
+            "Include the equipment the user asked for.",
+        )
     return None
 
 
@@ -127,33 +188,66 @@ def check_rate(user_id: int) -> Verdict | None:
     limit = settings.AGENT_RATE_LIMIT_PER_MINUTE
     if count > limit:
         retry = int((60 - time.time() % 60) * 1000)
-        return _refuse("rate_limit", "rate_limited", "rate_limited",
-                       f"More than {limit} tool calls this minute.", "Wait before calling again.", retry)
+        return _refuse(
+            "rate_limit",
+            "rate_limited",
+            "rate_limited",
+            f"More than {limit} tool calls this minute.",
+            "Wait before calling again.",
+            retry,
+        )
     return None
 
 
-def check_budget(budgets: dict[str, Any], *, proposals: int, tool_calls: int, deadline: datetime,
-                 now: datetime) -> Verdict | None:
+def check_budget(
+    budgets: dict[str, Any], *, proposals: int, tool_calls: int, deadline: datetime, now: datetime
+) -> Verdict | None:
     if proposals > int(budgets.get("max_proposals", 12)):
-        return _refuse("budget", "budget_exhausted", "proposals", "The proposal budget is used up.",
-                       "Stop and report to the user.", abort=True)
+        return _refuse(
+            "budget",
+            "budget_exhausted",
+            "proposals",
+            "The proposal budget is used up.",
+            "Stop and report to the user.",
+            abort=True,
+        )
     if tool_calls >= int(budgets.get("max_tool_calls", 10)):
-        return _refuse("budget", "budget_exhausted", "tool_calls", "The tool call budget is used up.",
-                       "Stop and report to the user.", abort=True)
+        return _refuse(
+            "budget",
+            "budget_exhausted",
+            "tool_calls",
+            "The tool call budget is used up.",
+            "Stop and report to the user.",
+            abort=True,
+        )
     if now >= deadline:
-        return _refuse("budget", "budget_exhausted", "deadline", "The run's deadline has passed.",
-                       "Stop and report to the user.", abort=True)
+        return _refuse(
+            "budget",
+            "budget_exhausted",
+            "deadline",
+            "The run's deadline has passed.",
+            "Stop and report to the user.",
+            abort=True,
+        )
     return None
 
 
 def check_loop(same_calls_before: int) -> Verdict | None:
     if same_calls_before + 1 >= LOOP_LIMIT:
-        return _refuse("loop", "loop_detected", "loop_detected",
-                       f"The same call was proposed {LOOP_LIMIT} times.", "Stop repeating it.", abort=True)
+        return _refuse(
+            "loop",
+            "loop_detected",
+            "loop_detected",
+            f"The same call was proposed {LOOP_LIMIT} times.",
+            "Stop repeating it.",
+            abort=True,
+        )
     return None
 
 
-def assess_risk(spec: ToolSpec, ctx: CallContext, args: BaseModel) -> tuple[SideEffect, tuple[str, ...]]:
+def assess_risk(
+    spec: ToolSpec, ctx: CallContext, args: BaseModel
+) -> tuple[SideEffect, tuple[str, ...]]:
     """Static metadata, raised (never lowered) by the tool's own rules."""
     level, reasons = spec.meta.side_effect, ()
     if spec.assess_risk is not None:

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
 import hashlib
-import uuid
 import secrets
+import uuid
 
 from django.conf import settings
 from django.db import models
@@ -11,7 +11,9 @@ from django.db import models
 class ApiToken(models.Model):
     """A bearer token for the JSON API. Only its SHA-256 is stored."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
     name = models.CharField(max_length=100, blank=True)
     prefix = models.CharField(max_length=12, help_text="First characters, to recognise a token.")
     digest = models.CharField(max_length=64, unique=True)
@@ -50,15 +52,21 @@ class AgentRun(models.Model):
     """One request of one employee to the assistant. Runtime state: resumable from these rows."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    subject = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="agent_runs")
+    subject = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="agent_runs"
+    )
     goal = models.TextField()
     language = models.CharField(max_length=8, default="en")
     model_name = models.CharField(max_length=32)
     delegation = models.JSONField(default=dict, help_text="Set by the host, never by the model.")
     budgets = models.JSONField(default=dict)
     policy_version = models.CharField(max_length=32)
-    faults = models.JSONField(default=list, blank=True, help_text="Fault injection for tests and drills.")
-    model_script = models.JSONField(default=list, blank=True, help_text="Steps of the scripted model (tests).")
+    faults = models.JSONField(
+        default=list, blank=True, help_text="Fault injection for tests and drills."
+    )
+    model_script = models.JSONField(
+        default=list, blank=True, help_text="Steps of the scripted model (tests)."
+    )
     status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.RUNNING)
     outcome = models.CharField(max_length=40, blank=True)
     reply = models.TextField(blank=True)
@@ -121,7 +129,9 @@ class Action(models.Model):
     idempotency_key = models.CharField(max_length=200, blank=True)
     status = models.CharField(max_length=20, choices=ActionStatus.choices)
     attempts = models.PositiveSmallIntegerField(default=0)
-    result = models.JSONField(null=True, blank=True, help_text="The envelope returned to the model.")
+    result = models.JSONField(
+        null=True, blank=True, help_text="The envelope returned to the model."
+    )
     proposal_deadline = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -133,13 +143,23 @@ class Action(models.Model):
     class Meta:
         ordering = ["turn", "call_index"]
         constraints = [
-            models.UniqueConstraint(fields=["run", "turn", "call_index"], name="action_position_unique"),
+            models.UniqueConstraint(
+                fields=["run", "turn", "call_index"], name="action_position_unique"
+            ),
         ]
         # Not unique: a replayed API call is recorded as its own action under the same key;
         # the idempotency table holds the one record per key.
         indexes = [
-            models.Index(fields=["lease_expires_at"], condition=models.Q(status="running"), name="action_running_lease"),
-            models.Index(fields=["idempotency_key"], condition=~models.Q(idempotency_key=""), name="action_key"),
+            models.Index(
+                fields=["lease_expires_at"],
+                condition=models.Q(status="running"),
+                name="action_running_lease",
+            ),
+            models.Index(
+                fields=["idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="action_key",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -153,8 +173,14 @@ class TraceEvent(models.Model):
     seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=40)
     # No index of its own: events are read per run, in order (the unique (run, seq) index).
-    action = models.ForeignKey(Action, null=True, blank=True, on_delete=models.CASCADE, related_name="events",
-                               db_index=False)
+    action = models.ForeignKey(
+        Action,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="events",
+        db_index=False,
+    )
     payload = models.JSONField(default=dict)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -176,7 +202,9 @@ class IdempotencyRecord(models.Model):
 
     key = models.CharField(max_length=255, unique=True)
     tool = models.CharField(max_length=64)
-    subject = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    subject = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
     request_digest = models.CharField(max_length=64)
     status = models.CharField(max_length=16, choices=IdempotencyStatus.choices)
     response = models.JSONField(null=True, blank=True)

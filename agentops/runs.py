@@ -92,10 +92,16 @@ def delegation_from_request(text: str) -> tuple[dict[str, Any], str]:
 # --- start ------------------------------------------------------------------------------------
 
 
-def run_start(*, user: Any, request_text: str, scope: dict[str, Any] | None = None,
-              model: str | None = None, faults: list[dict[str, Any]] | None = None,
-              script: list[dict[str, Any]] | None = None,
-              budgets: dict[str, Any] | None = None) -> AgentRun:
+def run_start(
+    *,
+    user: Any,
+    request_text: str,
+    scope: dict[str, Any] | None = None,
+    model: str | None = None,
+    faults: list[dict[str, Any]] | None = None,
+    script: list[dict[str, Any]] | None = None,
+    budgets: dict[str, Any] | None = None,
+) -> AgentRun:
     """Create a run for ``user`` (from the session or token) and enqueue its first step."""
     text = (request_text or "").strip()
     if not text or len(text) > 2000:
@@ -103,22 +109,39 @@ def run_start(*, user: Any, request_text: str, scope: dict[str, Any] | None = No
     delegation, language = delegation_from_request(text)
     if scope is not None:
         try:
-            delegation = DelegationScope.model_validate_json(canonical_json(scope)).model_dump(mode="json")
+            delegation = DelegationScope.model_validate_json(canonical_json(scope)).model_dump(
+                mode="json"
+            )
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'scope'}: {e['msg']}" for e in exc.errors()[:5])
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'scope'}: {e['msg']}" for e in exc.errors()[:5]
+            )
             raise ValueError(f"invalid scope: {problems}") from None
     merged_budgets = DEFAULT_BUDGETS | (budgets or {})
     with transaction.atomic():
         run = AgentRun.objects.create(
-            subject=user, goal=text, language=language, model_name=model or settings.AGENT_MODEL,
-            delegation=delegation, budgets=merged_budgets, policy_version=POLICY_VERSION,
-            faults=faults or [], model_script=script or [],
+            subject=user,
+            goal=text,
+            language=language,
+            model_name=model or settings.AGENT_MODEL,
+            delegation=delegation,
+            budgets=merged_budgets,
+            policy_version=POLICY_VERSION,
+            faults=faults or [],
+            model_script=script or [],
             deadline=timezone.now() + timedelta(seconds=merged_budgets["deadline_s"]),
         )
-        trace_append(run=run, kind="run_started", payload={
-            "subject": getattr(user, "employee_id", "") or user.pk, "model": run.model_name,
-            "delegation": delegation, "budgets": merged_budgets, "policy_version": POLICY_VERSION,
-        })
+        trace_append(
+            run=run,
+            kind="run_started",
+            payload={
+                "subject": getattr(user, "employee_id", "") or user.pk,
+                "model": run.model_name,
+                "delegation": delegation,
+                "budgets": merged_budgets,
+                "policy_version": POLICY_VERSION,
+            },
+        )
         _enqueue_step(run.pk, 1)
     return run
 
@@ -127,8 +150,9 @@ def run_cancel(*, run_id: Any, user: Any) -> AgentRun:
     with transaction.atomic():
         run = AgentRun.objects.select_for_update().get(pk=run_id, subject=user)
         if not run.is_terminal:
-            run.actions.filter(status__in=[ActionStatus.QUEUED, ActionStatus.WAITING_APPROVAL]).update(
-                status=ActionStatus.CANCELLED)
+            run.actions.filter(
+                status__in=[ActionStatus.QUEUED, ActionStatus.WAITING_APPROVAL]
+            ).update(status=ActionStatus.CANCELLED)
             _finish(run, RunStatus.CANCELLED, "cancelled_by_user", "Cancelled.")
     return run
 
@@ -140,16 +164,19 @@ def run_step(run_id: Any, turn: int) -> None:
     """Plan turn ``turn`` of the run. A duplicate delivery of the same turn does nothing."""
     with transaction.atomic():
         run = AgentRun.objects.select_for_update().select_related("subject").get(pk=run_id)
-        if run.status != RunStatus.RUNNING or run.actions.filter(
-            status__in=[ActionStatus.QUEUED, ActionStatus.RUNNING]
-        ).exists():
+        if (
+            run.status != RunStatus.RUNNING
+            or run.actions.filter(status__in=[ActionStatus.QUEUED, ActionStatus.RUNNING]).exists()
+        ):
             return
         resuming = run.turn == turn and not run.actions.filter(turn=turn).exists()
         if run.turn != turn - 1 and not resuming:
             return
         now = timezone.now()
         if turn > run.budgets.get("max_turns", 8) or now >= run.deadline:
-            trace_append(run=run, kind="budget_exhausted", payload={"turn": turn, "budget": "turns/deadline"})
+            trace_append(
+                run=run, kind="budget_exhausted", payload={"turn": turn, "budget": "turns/deadline"}
+            )
             _finish_unverified(run, "budget_exhausted")
             return
         run.turn = turn
@@ -162,7 +189,9 @@ def run_step(run_id: Any, turn: int) -> None:
         with transaction.atomic():
             run = AgentRun.objects.select_for_update().get(pk=run_id)
             if run.status == RunStatus.RUNNING:
-                trace_append(run=run, kind="model_error", payload={"turn": turn, "error": type(exc).__name__})
+                trace_append(
+                    run=run, kind="model_error", payload={"turn": turn, "error": type(exc).__name__}
+                )
                 _finish_unverified(run, "model_unavailable")
         return
     _apply_step(run_id, turn, step)
@@ -171,27 +200,45 @@ def run_step(run_id: Any, turn: int) -> None:
 def _apply_step(run_id: Any, turn: int, step: Step) -> None:
     with transaction.atomic():
         run = AgentRun.objects.select_for_update().select_related("subject").get(pk=run_id)
-        if run.status != RunStatus.RUNNING or run.turn != turn or run.actions.filter(turn=turn).exists():
+        if (
+            run.status != RunStatus.RUNNING
+            or run.turn != turn
+            or run.actions.filter(turn=turn).exists()
+        ):
             return
-        trace_append(run=run, kind="model_step", payload={
-            "turn": turn,
-            "proposals": [{"tool": p.tool, "arguments": p.arguments} for p in step.proposals],
-            "message": step.message[:500], "outcome": step.outcome if not step.proposals else "",
-        })
+        trace_append(
+            run=run,
+            kind="model_step",
+            payload={
+                "turn": turn,
+                "proposals": [{"tool": p.tool, "arguments": p.arguments} for p in step.proposals],
+                "message": step.message[:500],
+                "outcome": step.outcome if not step.proposals else "",
+            },
+        )
         if not step.proposals:
             _finish_with_verification(run, step)
             return
         user = run.subject
         roles = registry.user_roles(user)
         # A refused or failed write wrote nothing (red/yellow): it does not use up the allowance.
-        writes_so_far = run.actions.filter(readonly=False).exclude(
-            status__in=[ActionStatus.REJECTED, ActionStatus.CANCELLED, ActionStatus.FAILED]).count()
+        writes_so_far = (
+            run.actions.filter(readonly=False)
+            .exclude(
+                status__in=[ActionStatus.REJECTED, ActionStatus.CANCELLED, ActionStatus.FAILED]
+            )
+            .count()
+        )
         waiting = False
         for index, proposal in enumerate(step.proposals):
             run.proposals += 1
-            verdict, action = _gate_one(run, user, roles, turn, index, proposal.tool, proposal.arguments,
-                                        writes_so_far)
-            if action.status in (ActionStatus.QUEUED, ActionStatus.WAITING_APPROVAL) and not action.readonly:
+            verdict, action = _gate_one(
+                run, user, roles, turn, index, proposal.tool, proposal.arguments, writes_so_far
+            )
+            if (
+                action.status in (ActionStatus.QUEUED, ActionStatus.WAITING_APPROVAL)
+                and not action.readonly
+            ):
                 writes_so_far += 1
             waiting = waiting or action.status == ActionStatus.WAITING_APPROVAL
             if verdict.decision == "abort":
@@ -206,8 +253,16 @@ def _apply_step(run_id: Any, turn: int, step: Step) -> None:
             transaction.on_commit(lambda: advance(run_id, turn))
 
 
-def _gate_one(run: AgentRun, user: Any, roles: set[str], turn: int, index: int, tool: str,
-              arguments: Any, writes_so_far: int) -> tuple[gate.Verdict, Action]:
+def _gate_one(
+    run: AgentRun,
+    user: Any,
+    roles: set[str],
+    turn: int,
+    index: int,
+    tool: str,
+    arguments: Any,
+    writes_so_far: int,
+) -> tuple[gate.Verdict, Action]:
     """Run the gate on one proposal and record it as an Action (refused ones too)."""
     raw = arguments if isinstance(arguments, dict) else {"_arguments": arguments}
     digest = hashlib.sha256(canonical_json({"tool": tool, "params": raw}).encode()).hexdigest()
@@ -222,35 +277,66 @@ def _gate_one(run: AgentRun, user: Any, roles: set[str], turn: int, index: int, 
     if verdict is None:
         verdict = gate.check_rate(user.pk)
     if verdict is None:
-        verdict = gate.check_budget(run.budgets, proposals=run.proposals, tool_calls=run.tool_calls,
-                                    deadline=run.deadline, now=timezone.now())
+        verdict = gate.check_budget(
+            run.budgets,
+            proposals=run.proposals,
+            tool_calls=run.tool_calls,
+            deadline=run.deadline,
+            now=timezone.now(),
+        )
     if verdict is None:
         verdict = gate.check_loop(run.actions.filter(tool=tool, params_digest=digest).count())
     params = args.model_dump(mode="json") if args is not None else raw
-    action = Action(run=run, turn=turn, call_index=index, tool=tool, params=params, params_digest=digest,
-                    readonly=spec.meta.readonly if spec else True, observed_version=params.get("expected_version"))
+    action = Action(
+        run=run,
+        turn=turn,
+        call_index=index,
+        tool=tool,
+        params=params,
+        params_digest=digest,
+        readonly=spec.meta.readonly if spec else True,
+        observed_version=params.get("expected_version"),
+    )
     if verdict is None:
         ctx = CallContext(user=user, run_id=str(run.pk), delegation=run.delegation)
         level, reasons = gate.assess_risk(spec, ctx, args)
         action.risk, action.risk_reasons = level.value, list(reasons)
         decision = "approval" if level == SideEffect.HIGH else "execute"
-        verdict = gate.Verdict(decision, spec=spec, args=args, params=params, risk=level,
-                               risk_reasons=reasons, check="policy")
+        verdict = gate.Verdict(
+            decision,
+            spec=spec,
+            args=args,
+            params=params,
+            risk=level,
+            risk_reasons=reasons,
+            check="policy",
+        )
     if verdict.decision in ("execute", "approval"):
         if not spec.meta.readonly and spec.meta.enforced_idempotent:
             action.idempotency_key = f"{run.pk}:{turn}:{index}"
-        action.status = ActionStatus.QUEUED if verdict.decision == "execute" else ActionStatus.WAITING_APPROVAL
+        action.status = (
+            ActionStatus.QUEUED if verdict.decision == "execute" else ActionStatus.WAITING_APPROVAL
+        )
         action.proposal_deadline = run.deadline
     else:
         action.status = ActionStatus.REJECTED
         action.result = verdict.error.envelope()
     action.save()
-    trace_append(run=run, kind="gate", action=action, payload={
-        "tool": tool, "call_index": index, "decision": verdict.decision, "check": verdict.check,
-        "risk": action.risk, "risk_reasons": action.risk_reasons,
-        "idempotency_key": action.idempotency_key,
-        **({"refusal": action.result} if action.result else {}),
-    })
+    trace_append(
+        run=run,
+        kind="gate",
+        action=action,
+        payload={
+            "tool": tool,
+            "call_index": index,
+            "decision": verdict.decision,
+            "check": verdict.check,
+            "risk": action.risk,
+            "risk_reasons": action.risk_reasons,
+            "idempotency_key": action.idempotency_key,
+            **({"refusal": action.result} if action.result else {}),
+        },
+    )
     return verdict, action
 
 
@@ -261,14 +347,21 @@ def action_execute(action_id: Any) -> None:
     """Execute one queued action. The pending intent (the Action row with its key) exists
     before the write starts; a duplicate delivery finds it no longer queued and does nothing."""
     with transaction.atomic():
-        action = Action.objects.select_for_update().select_related("run", "run__subject").filter(pk=action_id).first()
+        action = (
+            Action.objects.select_for_update()
+            .select_related("run", "run__subject")
+            .filter(pk=action_id)
+            .first()
+        )
         if action is None or action.status != ActionStatus.QUEUED:
             return
         run = action.run
         if run.is_terminal:
             action.status = ActionStatus.CANCELLED
             action.save(update_fields=["status"])
-            trace_append(run=run, kind="execution_skipped", action=action, payload={"why": "run is terminal"})
+            trace_append(
+                run=run, kind="execution_skipped", action=action, payload={"why": "run is terminal"}
+            )
             return
         spec = registry.get(action.tool)
         now = timezone.now()
@@ -277,39 +370,70 @@ def action_execute(action_id: Any) -> None:
         action.lease_expires_at = now + timedelta(seconds=spec.meta.timeout_s + LEASE_GRACE_S)
         action.save(update_fields=["status", "started_at", "attempts", "lease_expires_at"])
         AgentRun.objects.filter(pk=run.pk).update(tool_calls=F("tool_calls") + 1)
-        trace_append(run=run, kind="execution_started", action=action,
-                     payload={"tool": action.tool, "attempt": action.attempts, "idempotency_key": action.idempotency_key})
+        trace_append(
+            run=run,
+            kind="execution_started",
+            action=action,
+            payload={
+                "tool": action.tool,
+                "attempt": action.attempts,
+                "idempotency_key": action.idempotency_key,
+            },
+        )
         call_number = sum(run.actions.filter(tool=action.tool).values_list("attempts", flat=True))
     envelope, outcome = _execute_call(action, spec, run, call_number)
     _record_outcome(action.pk, action.attempts, envelope, outcome)
 
 
-def _execute_call(action: Action, spec: Any, run: AgentRun, call_number: int) -> tuple[dict[str, Any], str]:
+def _execute_call(
+    action: Action, spec: Any, run: AgentRun, call_number: int
+) -> tuple[dict[str, Any], str]:
     args = spec.input_model.model_validate_json(canonical_json(action.params))
-    ctx = CallContext(user=run.subject, run_id=str(run.pk), action_id=str(action.pk),
-                      idempotency_key=action.idempotency_key, delegation=run.delegation)
+    ctx = CallContext(
+        user=run.subject,
+        run_id=str(run.pk),
+        action_id=str(action.pk),
+        idempotency_key=action.idempotency_key,
+        delegation=run.delegation,
+    )
     faults = faults_for(run.faults, action.tool, call_number)
     if spec.meta.readonly or not action.idempotency_key:
         return invoke(spec, ctx, args, faults=faults)
     # A run never writes twice for an intent it already holds a confirmed receipt for.
-    done = run.actions.filter(tool=action.tool, params_digest=action.params_digest,
-                              status=ActionStatus.SUCCEEDED).exclude(pk=action.pk).first()
+    done = (
+        run.actions.filter(
+            tool=action.tool, params_digest=action.params_digest, status=ActionStatus.SUCCEEDED
+        )
+        .exclude(pk=action.pk)
+        .first()
+    )
     if done is not None:
         return done.result | {"deduplicated_from": str(done.pk)}, "green"
     digest = request_digest(tool=action.tool, subject_id=run.subject_id, params=action.params)
-    claim = idempotency_claim(key=action.idempotency_key, tool=action.tool, subject_id=run.subject_id, digest=digest)
+    claim = idempotency_claim(
+        key=action.idempotency_key, tool=action.tool, subject_id=run.subject_id, digest=digest
+    )
     if claim.state == "replay":
         return claim.response, claim.response["signal"]
     if claim.state == "reuse":
-        return failure("idempotency_key_reuse", "idempotency_key_reuse",
-                       "This key was used for different parameters.", "Propose a new call."), "red"
+        return failure(
+            "idempotency_key_reuse",
+            "idempotency_key_reuse",
+            "This key was used for different parameters.",
+            "Propose a new call.",
+        ), "red"
     if claim.state == "in_progress":
         if action.attempts > 1:
             # Our own earlier attempt holds the key and its outcome is unknown: reconcile it.
-            return failure(UNKNOWN_OUTCOME, UNKNOWN_OUTCOME, "An earlier attempt's outcome is unknown.",
-                           "The host is reconciling."), UNKNOWN_OUTCOME
-        return failure("in_progress", "in_progress", "The same call is already running.",
-                       "Wait for it.", 500), "yellow"
+            return failure(
+                UNKNOWN_OUTCOME,
+                UNKNOWN_OUTCOME,
+                "An earlier attempt's outcome is unknown.",
+                "The host is reconciling.",
+            ), UNKNOWN_OUTCOME
+        return failure(
+            "in_progress", "in_progress", "The same call is already running.", "Wait for it.", 500
+        ), "yellow"
     envelope, outcome = invoke(spec, ctx, args, faults=faults)
     if outcome in ("green", "red"):
         idempotency_complete(key=action.idempotency_key, response=envelope)
@@ -319,7 +443,7 @@ def _execute_call(action: Action, spec: Any, run: AgentRun, call_number: int) ->
 
 
 def _backoff_s(attempt: int) -> float:
-    return min(2.0, 0.05 * 2 ** attempt) * (0.5 + random.random())  # noqa: S311  (jitter, not crypto)
+    return min(2.0, 0.05 * 2**attempt) * (0.5 + random.random())  # noqa: S311  (jitter, not crypto)
 
 
 def _record_outcome(action_id: Any, attempt: int, envelope: dict[str, Any], outcome: str) -> None:
@@ -332,7 +456,9 @@ def _record_outcome(action_id: Any, attempt: int, envelope: dict[str, Any], outc
         action.finished_at, action.result = now, envelope
         action.duration_ms = int((now - action.started_at).total_seconds() * 1000)
         action.lease_expires_at = None
-        retry = outcome == "yellow" and action.attempts <= MAX_YELLOW_RETRIES and not run.is_terminal
+        retry = (
+            outcome == "yellow" and action.attempts <= MAX_YELLOW_RETRIES and not run.is_terminal
+        )
         if outcome == "green":
             action.status = ActionStatus.SUCCEEDED
         elif outcome == UNKNOWN_OUTCOME:
@@ -342,21 +468,38 @@ def _record_outcome(action_id: Any, attempt: int, envelope: dict[str, Any], outc
         else:
             action.status = ActionStatus.FAILED
         action.save()
-        trace_append(run=run, kind="execution_finished", action=action, payload={
-            "tool": action.tool, "attempt": action.attempts, "outcome": outcome,
-            "duration_ms": action.duration_ms, "result": envelope,
-        })
+        trace_append(
+            run=run,
+            kind="execution_finished",
+            action=action,
+            payload={
+                "tool": action.tool,
+                "attempt": action.attempts,
+                "outcome": outcome,
+                "duration_ms": action.duration_ms,
+                "result": envelope,
+            },
+        )
         if retry:
             delay = _backoff_s(action.attempts)
-            trace_append(run=run, kind="retry_scheduled", action=action,
-                         payload={"attempt": action.attempts + 1, "delay_ms": int(delay * 1000)})
+            trace_append(
+                run=run,
+                kind="retry_scheduled",
+                action=action,
+                payload={"attempt": action.attempts + 1, "delay_ms": int(delay * 1000)},
+            )
             transaction.on_commit(lambda: _enqueue_action(action.pk, countdown=delay))
             return
         if outcome == UNKNOWN_OUTCOME:
             if run.status in (RunStatus.RUNNING, RunStatus.RECONCILING):
                 run.status = RunStatus.RECONCILING
                 run.save(update_fields=["status", "updated_at"])
-                trace_append(run=run, kind="run_reconciling", action=action, payload={"key": action.idempotency_key})
+                trace_append(
+                    run=run,
+                    kind="run_reconciling",
+                    action=action,
+                    payload={"key": action.idempotency_key},
+                )
             transaction.on_commit(lambda: _enqueue_reconcile(action.pk))
             return
         if run.status == RunStatus.RECONCILING:  # a reconciliation retry has now ended
@@ -404,32 +547,55 @@ def action_reconcile(action_id: Any) -> None:
         if action.status != ActionStatus.UNKNOWN_OUTCOME:
             return
         run = AgentRun.objects.select_for_update().get(pk=action.run_id)
-        trace_append(run=run, kind="reconcile_lookup", action=action, payload={
-            "key": action.idempotency_key, "status": lookup.status.value, "detail": lookup.detail,
-            "receipt": lookup.receipt,
-        })
+        trace_append(
+            run=run,
+            kind="reconcile_lookup",
+            action=action,
+            payload={
+                "key": action.idempotency_key,
+                "status": lookup.status.value,
+                "detail": lookup.detail,
+                "receipt": lookup.receipt,
+            },
+        )
         if lookup.status == ReceiptStatus.FOUND:
             envelope = success(lookup.receipt)
             action.status, action.result = ActionStatus.SUCCEEDED, envelope
             action.save(update_fields=["status", "result"])
             idempotency_complete(key=action.idempotency_key, response=envelope)
             _resume_if_clear(run, action.turn)
-        elif lookup.status == ReceiptStatus.ABSENT and action.attempts <= MAX_RECONCILE_RETRIES and not run.is_terminal:
+        elif (
+            lookup.status == ReceiptStatus.ABSENT
+            and action.attempts <= MAX_RECONCILE_RETRIES
+            and not run.is_terminal
+        ):
             idempotency_release(key=action.idempotency_key)
             action.status, action.task_id = ActionStatus.QUEUED, "enqueued"
             action.save(update_fields=["status", "task_id"])
-            trace_append(run=run, kind="reconcile_retry", action=action, payload={"key": action.idempotency_key})
+            trace_append(
+                run=run,
+                kind="reconcile_retry",
+                action=action,
+                payload={"key": action.idempotency_key},
+            )
             transaction.on_commit(lambda: _enqueue_action(action.pk))
         else:
             action.status = ActionStatus.NEEDS_HUMAN
             action.save(update_fields=["status"])
             run.reply = _still_checking(run.language)
             run.save(update_fields=["reply", "updated_at"])
-            trace_append(run=run, kind="reconcile_needs_human", action=action, payload={"key": action.idempotency_key})
+            trace_append(
+                run=run,
+                kind="reconcile_needs_human",
+                action=action,
+                payload={"key": action.idempotency_key},
+            )
 
 
 def _resume_if_clear(run: AgentRun, turn: int) -> None:
-    if run.actions.filter(status__in=[ActionStatus.UNKNOWN_OUTCOME, ActionStatus.NEEDS_HUMAN]).exists():
+    if run.actions.filter(
+        status__in=[ActionStatus.UNKNOWN_OUTCOME, ActionStatus.NEEDS_HUMAN]
+    ).exists():
         return
     if run.model_name == "direct":  # a single API call: no model to continue with
         _finish(run, RunStatus.SUCCEEDED, "reconciled", "")
@@ -451,41 +617,75 @@ def _still_checking(language: str) -> str:
 
 
 def _finish_with_verification(run: AgentRun, step: Step) -> None:
-    pending = run.actions.filter(status__in=[ActionStatus.UNKNOWN_OUTCOME, ActionStatus.NEEDS_HUMAN])
+    pending = run.actions.filter(
+        status__in=[ActionStatus.UNKNOWN_OUTCOME, ActionStatus.NEEDS_HUMAN]
+    )
     if pending.exists():
         run.status, run.reply = RunStatus.RECONCILING, _still_checking(run.language)
         run.save(update_fields=["status", "reply", "updated_at"])
         return
-    writes = list(run.actions.filter(readonly=False, status=ActionStatus.SUCCEEDED).order_by("turn", "call_index"))
+    writes = list(
+        run.actions.filter(readonly=False, status=ActionStatus.SUCCEEDED).order_by(
+            "turn", "call_index"
+        )
+    )
     summaries, problems = [], []
     for action in writes:
         spec = registry.get(action.tool)
         receipt = action.result.get("data") or {}
-        ctx = CallContext(user=run.subject, run_id=str(run.pk), action_id=str(action.pk),
-                          idempotency_key=action.idempotency_key, delegation=run.delegation)
+        ctx = CallContext(
+            user=run.subject,
+            run_id=str(run.pk),
+            action_id=str(action.pk),
+            idempotency_key=action.idempotency_key,
+            delegation=run.delegation,
+        )
         verdict = spec.verify(receipt, ctx)
-        trace_append(run=run, kind="verified", action=action, payload={"holds": verdict.holds, "detail": verdict.detail})
+        trace_append(
+            run=run,
+            kind="verified",
+            action=action,
+            payload={"holds": verdict.holds, "detail": verdict.detail},
+        )
         if verdict.holds:
-            summaries.append(spec.summarize(receipt, run.language) if spec.summarize else verdict.detail)
+            summaries.append(
+                spec.summarize(receipt, run.language) if spec.summarize else verdict.detail
+            )
         else:
             problems.append(verdict.detail)
     wanted_write = int(run.delegation.get("max_writes", 0)) > 0
     if problems:
-        _finish(run, RunStatus.FAILED, "verification_failed", _nothing_booked(run.language, step.message))
+        _finish(
+            run,
+            RunStatus.FAILED,
+            "verification_failed",
+            _nothing_booked(run.language, step.message),
+        )
     elif summaries:
         _finish(run, RunStatus.SUCCEEDED, "verified", " ".join(summaries))
     elif step.outcome == "done" and not wanted_write:
         _finish(run, RunStatus.SUCCEEDED, "answered", step.message)
     else:
-        _finish(run, RunStatus.FAILED, step.outcome or "not_done", _nothing_booked(run.language, step.message))
+        _finish(
+            run,
+            RunStatus.FAILED,
+            step.outcome or "not_done",
+            _nothing_booked(run.language, step.message),
+        )
 
 
 def _finish_unverified(run: AgentRun, outcome: str) -> None:
     """End early (budget, loop, model down): only verified receipts may be reported; calls
     that have not started never will."""
     run.actions.filter(status__in=[ActionStatus.QUEUED, ActionStatus.WAITING_APPROVAL]).update(
-        status=ActionStatus.CANCELLED)
-    _finish(run, RunStatus.FAILED, outcome, _nothing_booked(run.language, _stop_reason(run.language, outcome)))
+        status=ActionStatus.CANCELLED
+    )
+    _finish(
+        run,
+        RunStatus.FAILED,
+        outcome,
+        _nothing_booked(run.language, _stop_reason(run.language, outcome)),
+    )
 
 
 def _stop_reason(language: str, outcome: str) -> str:
@@ -503,7 +703,11 @@ def _finish(run: AgentRun, status: str, outcome: str, reply: str) -> None:
     run.status, run.outcome, run.reply = status, outcome, reply[:2000]
     run.finished_at = timezone.now()
     run.save(update_fields=["status", "outcome", "reply", "finished_at", "updated_at"])
-    trace_append(run=run, kind="run_finished", payload={"status": status, "outcome": outcome, "reply": run.reply})
+    trace_append(
+        run=run,
+        kind="run_finished",
+        payload={"status": status, "outcome": outcome, "reply": run.reply},
+    )
 
 
 # --- context and planners ---------------------------------------------------------------------
@@ -512,15 +716,27 @@ def _finish(run: AgentRun, status: str, outcome: str, reply: str) -> None:
 def build_context(run: AgentRun) -> ModelContext:
     user = run.subject
     allowed = run.delegation.get("tools")
-    tools = [registry.openai_function(s) for s in registry.visible_to(user) if allowed is None or s.name in allowed]
+    tools = [
+        registry.openai_function(s)
+        for s in registry.visible_to(user)
+        if allowed is None or s.name in allowed
+    ]
     history = [
         Observation(turn=a.turn, tool=a.tool, arguments=a.params, result=a.result)
         for a in run.actions.filter(result__isnull=False).order_by("turn", "call_index")
     ]
     return ModelContext(
-        goal=run.goal, language=run.language, now=timezone.localtime().isoformat(),
-        subject={"employee_id": getattr(user, "employee_id", "") or "", "department": getattr(user, "department", "")},
-        delegation=run.delegation, tools=tools, history=history, turn=run.turn,
+        goal=run.goal,
+        language=run.language,
+        now=timezone.localtime().isoformat(),
+        subject={
+            "employee_id": getattr(user, "employee_id", "") or "",
+            "department": getattr(user, "department", ""),
+        },
+        delegation=run.delegation,
+        tools=tools,
+        history=history,
+        turn=run.turn,
     )
 
 
@@ -570,7 +786,9 @@ def sweep() -> dict[str, int]:
 
     now = timezone.now()
     counts = {"expired_leases": 0, "requeued": 0, "reconciles": 0, "steps": 0}
-    for action_id in Action.objects.filter(status=ActionStatus.RUNNING, lease_expires_at__lt=now).values_list("pk", flat=True):
+    for action_id in Action.objects.filter(
+        status=ActionStatus.RUNNING, lease_expires_at__lt=now
+    ).values_list("pk", flat=True):
         with transaction.atomic():
             action = Action.objects.select_for_update().select_related("run").get(pk=action_id)
             if action.status != ActionStatus.RUNNING or action.lease_expires_at >= now:
@@ -580,24 +798,37 @@ def sweep() -> dict[str, int]:
             if action.readonly:
                 action.status, action.task_id = ActionStatus.QUEUED, "enqueued"
                 action.save(update_fields=["status", "task_id"])
-                trace_append(run=run, kind="lease_expired", action=action, payload={"then": "requeued"})
+                trace_append(
+                    run=run, kind="lease_expired", action=action, payload={"then": "requeued"}
+                )
                 transaction.on_commit(lambda pk=action.pk: _enqueue_action(pk))
             else:
                 action.status = ActionStatus.UNKNOWN_OUTCOME
-                action.result = failure(UNKNOWN_OUTCOME, "worker_lost",
-                                        "The worker stopped in the middle of this write.", "The host reconciles it.")
+                action.result = failure(
+                    UNKNOWN_OUTCOME,
+                    "worker_lost",
+                    "The worker stopped in the middle of this write.",
+                    "The host reconciles it.",
+                )
                 action.save(update_fields=["status", "result"])
                 if not run.is_terminal:
                     run.status = RunStatus.RECONCILING
                     run.save(update_fields=["status", "updated_at"])
-                trace_append(run=run, kind="lease_expired", action=action, payload={"then": "reconcile"})
+                trace_append(
+                    run=run, kind="lease_expired", action=action, payload={"then": "reconcile"}
+                )
                 transaction.on_commit(lambda pk=action.pk: _enqueue_reconcile(pk))
-    for action_id in Action.objects.filter(status=ActionStatus.UNKNOWN_OUTCOME).values_list("pk", flat=True):
+    for action_id in Action.objects.filter(status=ActionStatus.UNKNOWN_OUTCOME).values_list(
+        "pk", flat=True
+    ):
         counts["reconciles"] += 1
         _enqueue_reconcile(action_id)
     stale = now - STALE_AFTER
-    for action_id in Action.objects.filter(status=ActionStatus.QUEUED, created_at__lt=stale,
-                                           run__status__in=[RunStatus.RUNNING, RunStatus.RECONCILING]).values_list("pk", flat=True):
+    for action_id in Action.objects.filter(
+        status=ActionStatus.QUEUED,
+        created_at__lt=stale,
+        run__status__in=[RunStatus.RUNNING, RunStatus.RECONCILING],
+    ).values_list("pk", flat=True):
         counts["requeued"] += 1
         _enqueue_action(action_id)
     for run in AgentRun.objects.filter(status=RunStatus.RUNNING, updated_at__lt=stale):
@@ -622,12 +853,22 @@ def _settle_abandoned_claims(now) -> int:
     from agentops.models import IdempotencyRecord, IdempotencyStatus
 
     settled = 0
-    stale = IdempotencyRecord.objects.filter(status=IdempotencyStatus.IN_PROGRESS,
-                                             created_at__lt=now - ABANDONED_AFTER)
+    stale = IdempotencyRecord.objects.filter(
+        status=IdempotencyStatus.IN_PROGRESS, created_at__lt=now - ABANDONED_AFTER
+    )
     for record in stale:
-        if Action.objects.filter(idempotency_key=record.key).exclude(
-            status__in=[ActionStatus.SUCCEEDED, ActionStatus.FAILED, ActionStatus.REJECTED, ActionStatus.CANCELLED]
-        ).exists():
+        if (
+            Action.objects.filter(idempotency_key=record.key)
+            .exclude(
+                status__in=[
+                    ActionStatus.SUCCEEDED,
+                    ActionStatus.FAILED,
+                    ActionStatus.REJECTED,
+                    ActionStatus.CANCELLED,
+                ]
+            )
+            .exists()
+        ):
             continue  # a run's action owns it: its own reconciliation settles it
         spec = registry.get(record.tool)
         if spec is None or spec.lookup_receipt is None:

@@ -9,8 +9,9 @@ from django.db import connection
 from agentops.models import Action, AgentRun, TraceEvent
 
 
-def trace_append(*, run: AgentRun, kind: str, payload: dict[str, Any] | None = None,
-                 action: Action | None = None) -> TraceEvent:
+def trace_append(
+    *, run: AgentRun, kind: str, payload: dict[str, Any] | None = None, action: Action | None = None
+) -> TraceEvent:
     """Append one event. Locks the run row until the caller's transaction ends (numbering)."""
     with connection.cursor() as cursor:
         cursor.execute(
@@ -19,4 +20,6 @@ def trace_append(*, run: AgentRun, kind: str, payload: dict[str, Any] | None = N
         )
         (seq,) = cursor.fetchone()
     run.event_seq = seq
-    return TraceEvent.objects.create(run=run, seq=seq, kind=kind, action=action, payload=payload or {})
+    return TraceEvent.objects.create(
+        run=run, seq=seq, kind=kind, action=action, payload=payload or {}
+    )

@@ -42,7 +42,9 @@ class Slots:
 
     def __init__(self, rooms: list[str]) -> None:
         tz = ZoneInfo("Asia/Shanghai")
-        self.base = datetime.now(tz).replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(days=1)
+        self.base = datetime.now(tz).replace(hour=0, minute=0, second=0, microsecond=0) + timedelta(
+            days=1
+        )
         self.rooms, self.i = rooms, 0
 
     def next(self) -> tuple[str, datetime, datetime]:
@@ -60,33 +62,67 @@ def in_process(calls: int, batch: int) -> dict:
     from bookings.services import booking_reserve
 
     user = User.objects.get(username="e17")
-    rooms = list(Room.objects.filter(bookable=True, requires_approval=False, department="Engineering",
-                                     capacity__gte=2).values_list("code", flat=True))
+    rooms = list(
+        Room.objects.filter(
+            bookable=True, requires_approval=False, department="Engineering", capacity__gte=2
+        ).values_list("code", flat=True)
+    )
     slots = Slots(rooms)
     bare, governed, errors = [], [], 0
     # warm up both paths (connections, imports, pydantic schemas)
     for _ in range(20):
         room, s, e = slots.next()
-        booking_reserve(user=user, room_code=room, start_at=s, end_at=e, attendees=2, idempotency_key=f"w{slots.i}")
+        booking_reserve(
+            user=user,
+            room_code=room,
+            start_at=s,
+            end_at=e,
+            attendees=2,
+            idempotency_key=f"w{slots.i}",
+        )
         room, s, e = slots.next()
-        tool_call_direct(user=User.objects.get(pk=user.pk), name="reserve_room", arguments={
-            "room_id": room, "start_at": s.isoformat(), "end_at": e.isoformat(), "attendees": 2,
-            "expected_version": Room.objects.get(code=room).schedule_version})
+        tool_call_direct(
+            user=User.objects.get(pk=user.pk),
+            name="reserve_room",
+            arguments={
+                "room_id": room,
+                "start_at": s.isoformat(),
+                "end_at": e.isoformat(),
+                "attendees": 2,
+                "expected_version": Room.objects.get(code=room).schedule_version,
+            },
+        )
     done = 0
     while done < calls:
         for _ in range(batch):
             room, s, e = slots.next()
             t0 = time.perf_counter()
-            booking_reserve(user=user, room_code=room, start_at=s, end_at=e, attendees=2,
-                            idempotency_key=f"bare-{slots.i}")
+            booking_reserve(
+                user=user,
+                room_code=room,
+                start_at=s,
+                end_at=e,
+                attendees=2,
+                idempotency_key=f"bare-{slots.i}",
+            )
             bare.append(time.perf_counter() - t0)
         for _ in range(batch):
             room, s, e = slots.next()
-            version = Room.objects.get(code=room).schedule_version  # what the model would have observed
+            version = Room.objects.get(
+                code=room
+            ).schedule_version  # what the model would have observed
             t0 = time.perf_counter()
-            envelope = tool_call_direct(user=user, name="reserve_room", arguments={
-                "room_id": room, "start_at": s.isoformat(), "end_at": e.isoformat(), "attendees": 2,
-                "expected_version": version})
+            envelope = tool_call_direct(
+                user=user,
+                name="reserve_room",
+                arguments={
+                    "room_id": room,
+                    "start_at": s.isoformat(),
+                    "end_at": e.isoformat(),
+                    "attendees": 2,
+                    "expected_version": version,
+                },
+            )
             governed.append(time.perf_counter() - t0)
             errors += 0 if envelope["ok"] else 1
         done += batch
@@ -124,9 +160,23 @@ def end_to_end(runs_at_1: int, concurrent: int, rounds: int, worker_concurrency:
     env = os.environ | {"DATABASE_URL": _database_url(), "REDIS_URL": settings.REDIS_URL}
     log = tempfile.NamedTemporaryFile("w", prefix="bench-worker-", suffix=".log", delete=False)  # noqa: SIM115
     worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "config", "worker", "--loglevel=WARNING",
-         f"--concurrency={worker_concurrency}", "-Q", settings.CELERY_TASK_DEFAULT_QUEUE],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "config",
+            "worker",
+            "--loglevel=WARNING",
+            f"--concurrency={worker_concurrency}",
+            "-Q",
+            settings.CELERY_TASK_DEFAULT_QUEUE,
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     users = list(User.objects.filter(username__in=["e17", "a01", "admin"]))
     tz = ZoneInfo(settings.TIME_ZONE)
@@ -141,7 +191,9 @@ def end_to_end(runs_at_1: int, concurrent: int, rounds: int, worker_concurrency:
         start = datetime(day.year, day.month, day.day, hour, minute, tzinfo=tz)
         end = start + timedelta(minutes=30)
         # every request fits a 2-person room; rooms fill up across the day's slots
-        return users[n % len(users)], f"book a room on {start:%Y-%m-%d} {start:%H:%M}-{end:%H:%M} for 2 people"
+        return users[
+            n % len(users)
+        ], f"book a room on {start:%Y-%m-%d} {start:%H:%M}-{end:%H:%M} for 2 people"
 
     def wait(ids: list) -> list[AgentRun]:
         deadline = time.monotonic() + 120
@@ -164,7 +216,10 @@ def end_to_end(runs_at_1: int, concurrent: int, rounds: int, worker_concurrency:
             sequential.append(wait([run_start(user=u, request_text=t).pk])[0])
         burst = []
         for _ in range(rounds):
-            ids = [run_start(user=u, request_text=t).pk for u, t in (request() for _ in range(concurrent))]
+            ids = [
+                run_start(user=u, request_text=t).pk
+                for u, t in (request() for _ in range(concurrent))
+            ]
             burst += wait(ids)
     finally:
         os.killpg(worker.pid, 15)
@@ -174,9 +229,14 @@ def end_to_end(runs_at_1: int, concurrent: int, rounds: int, worker_concurrency:
     statuses = [r.status for r in sequential + burst]
     return {
         "worker": f"prefork x{worker_concurrency}",
-        "runs_at_1": len(one), "p50_ms_at_1": round(pct(one, 50), 1), "p95_ms_at_1": round(pct(one, 95), 1),
-        "runs_at_16": len(many), "p50_ms_at_16": round(pct(many, 50), 1), "p95_ms_at_16": round(pct(many, 95), 1),
-        "succeeded": statuses.count("succeeded"), "not_succeeded": len(statuses) - statuses.count("succeeded"),
+        "runs_at_1": len(one),
+        "p50_ms_at_1": round(pct(one, 50), 1),
+        "p95_ms_at_1": round(pct(one, 95), 1),
+        "runs_at_16": len(many),
+        "p50_ms_at_16": round(pct(many, 50), 1),
+        "p95_ms_at_16": round(pct(many, 95), 1),
+        "succeeded": statuses.count("succeeded"),
+        "not_succeeded": len(statuses) - statuses.count("succeeded"),
         "tool_calls_per_run": 2,
     }
 
@@ -204,10 +264,15 @@ def main() -> None:
     load_demo_data()
     result = {"benchmark": "runtime_overhead", "in_process": in_process(args.calls, args.batch)}
     if not args.skip_e2e:
-        result["end_to_end"] = end_to_end(args.runs, args.concurrent, args.rounds, args.worker_concurrency)
+        result["end_to_end"] = end_to_end(
+            args.runs, args.concurrent, args.rounds, args.worker_concurrency
+        )
     result["targets"] = {"overhead_ratio_max": 2.0, "p50_ms_at_1_max": 150}
-    result["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                         "postgres": connection.cursor().connection.info.server_version}
+    result["machine"] = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "postgres": connection.cursor().connection.info.server_version,
+    }
     print(json.dumps(result, indent=2))
 
 

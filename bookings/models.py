@@ -52,7 +52,9 @@ class Room(models.Model):
 
     class Meta:
         ordering = ["code"]
-        constraints = [models.CheckConstraint(condition=Q(capacity__gte=1), name="room_capacity_positive")]
+        constraints = [
+            models.CheckConstraint(condition=Q(capacity__gte=1), name="room_capacity_positive")
+        ]
 
     def __str__(self) -> str:
         return f"{self.code} {self.name}"
@@ -70,17 +72,25 @@ class Booking(models.Model):
         editable=False,
         db_default=Concat(
             models.Value("B"),
-            Cast(models.Func(models.Value("bookings_booking_code_seq"), function="nextval"),
-                 models.CharField()),
+            Cast(
+                models.Func(models.Value("bookings_booking_code_seq"), function="nextval"),
+                models.CharField(),
+            ),
         ),
     )
     room = models.ForeignKey(Room, on_delete=models.PROTECT, related_name="bookings")
-    requester = models.ForeignKey("bookings.User", on_delete=models.PROTECT, related_name="bookings")
+    requester = models.ForeignKey(
+        "bookings.User", on_delete=models.PROTECT, related_name="bookings"
+    )
     during = DateTimeRangeField(help_text="Half-open [start, end).")
     attendees = models.PositiveSmallIntegerField()
-    status = models.CharField(max_length=16, choices=BookingStatus.choices, default=BookingStatus.CONFIRMED)
+    status = models.CharField(
+        max_length=16, choices=BookingStatus.choices, default=BookingStatus.CONFIRMED
+    )
     idempotency_key = models.CharField(max_length=200, unique=True)
-    run_id = models.CharField(max_length=64, blank=True, help_text="Agent run that created it, if any.")
+    run_id = models.CharField(
+        max_length=64, blank=True, help_text="Agent run that created it, if any."
+    )
     action_id = models.CharField(max_length=64, blank=True)
     created_version = models.PositiveIntegerField(
         default=0, help_text="The room's schedule version this booking's insert produced."
@@ -102,8 +112,12 @@ class Booking(models.Model):
                 expressions=[("room", RangeOperators.EQUAL), ("during", RangeOperators.OVERLAPS)],
                 condition=Q(status="confirmed"),
             ),
-            models.CheckConstraint(condition=Q(attendees__gte=1), name="booking_attendees_positive"),
-            models.CheckConstraint(condition=Q(during__isempty=False), name="booking_during_not_empty"),
+            models.CheckConstraint(
+                condition=Q(attendees__gte=1), name="booking_attendees_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(during__isempty=False), name="booking_during_not_empty"
+            ),
             models.CheckConstraint(
                 condition=Q(status="confirmed", cancelled_at__isnull=True)
                 | Q(status="cancelled", cancelled_at__isnull=False),

@@ -61,7 +61,9 @@ def room_get(*, code: str) -> Room | None:
 def room_policy_facts(*, code: str) -> tuple[bool, str] | None:
     """(requires_approval, department) of a room, or None: what the risk policy reads, cheaply."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT requires_approval, department FROM bookings_room WHERE code = %s", [code])
+        cursor.execute(
+            "SELECT requires_approval, department FROM bookings_room WHERE code = %s", [code]
+        )
         return cursor.fetchone()
 
 
@@ -69,7 +71,9 @@ def booking_get(*, user: User, code: str) -> Booking:
     """A booking its requester (or an admin) may see; anyone else gets not_found."""
     booking = Booking.objects.select_related("room", "requester").filter(code=code).first()
     if booking is None or (booking.requester_id != user.pk and not user.has_role(Role.ADMIN)):
-        raise BookingError("not_found", "booking_not_found", f"There is no booking {code} of yours.")
+        raise BookingError(
+            "not_found", "booking_not_found", f"There is no booking {code} of yours."
+        )
     return booking
 
 
@@ -97,7 +101,9 @@ class BookingPage:
 
 
 def _encode_cursor(booking_id: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"before": booking_id}).encode()).decode().rstrip("=")
+    return (
+        base64.urlsafe_b64encode(json.dumps({"before": booking_id}).encode()).decode().rstrip("=")
+    )
 
 
 def _decode_cursor(cursor: str) -> int:
@@ -105,10 +111,16 @@ def _decode_cursor(cursor: str) -> int:
         padded = cursor + "=" * (-len(cursor) % 4)
         value = json.loads(base64.urlsafe_b64decode(padded.encode()))["before"]
     except (ValueError, KeyError, TypeError) as exc:
-        raise BookingError("invalid_input", "bad_cursor", "The cursor is not one this service issued.",
-                           "Pass next_cursor from the previous page unchanged.") from exc
+        raise BookingError(
+            "invalid_input",
+            "bad_cursor",
+            "The cursor is not one this service issued.",
+            "Pass next_cursor from the previous page unchanged.",
+        ) from exc
     if not isinstance(value, int):
-        raise BookingError("invalid_input", "bad_cursor", "The cursor is not one this service issued.")
+        raise BookingError(
+            "invalid_input", "bad_cursor", "The cursor is not one this service issued."
+        )
     return value
 
 

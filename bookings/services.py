@@ -88,11 +88,22 @@ def booking_reserve(
     rules.check_attendees(attendees)
     wanted = rules.normalize_equipment(equipment)
     if not idempotency_key or len(idempotency_key) > 200:
-        raise BookingError("invalid_input", "bad_idempotency_key", "An idempotency key of 1-200 characters is required.")
+        raise BookingError(
+            "invalid_input",
+            "bad_idempotency_key",
+            "An idempotency key of 1-200 characters is required.",
+        )
     params = {
-        "room": room_code, "attendees": attendees, "equipment": wanted, "expected": expected_version,
-        "requester": user.pk, "start": start_at, "end": end_at, "key": idempotency_key,
-        "run_id": run_id, "action_id": action_id,
+        "room": room_code,
+        "attendees": attendees,
+        "equipment": wanted,
+        "expected": expected_version,
+        "requester": user.pk,
+        "start": start_at,
+        "end": end_at,
+        "key": idempotency_key,
+        "run_id": run_id,
+        "action_id": action_id,
     }
     try:
         with transaction.atomic(), connection.cursor() as cursor:
@@ -107,23 +118,46 @@ def booking_reserve(
         # Refused. A replay of a request that already succeeded is refused too (its slot is
         # taken and its version moved on by itself), so the key is asked first.
         if Booking.objects.filter(idempotency_key=idempotency_key).exists():
-            return _replay(user=user, key=idempotency_key, room_code=room_code,
-                           start_at=start_at, end_at=end_at, attendees=attendees)
-        _explain_refusal(room_code=room_code, start_at=start_at, end_at=end_at, attendees=attendees,
-                         wanted=wanted, expected_version=expected_version)
+            return _replay(
+                user=user,
+                key=idempotency_key,
+                room_code=room_code,
+                start_at=start_at,
+                end_at=end_at,
+                attendees=attendees,
+            )
+        _explain_refusal(
+            room_code=room_code,
+            start_at=start_at,
+            end_at=end_at,
+            attendees=attendees,
+            wanted=wanted,
+            expected_version=expected_version,
+        )
     booking_id, code, room_id, created_at, version = row
     booking = Booking(
-        id=booking_id, code=code, room_id=room_id, requester=user,
-        during=DateTimeTZRange(start_at, end_at, "[)"), attendees=attendees,
-        status=BookingStatus.CONFIRMED, idempotency_key=idempotency_key, run_id=run_id,
-        action_id=action_id, created_version=version, created_at=created_at,
+        id=booking_id,
+        code=code,
+        room_id=room_id,
+        requester=user,
+        during=DateTimeTZRange(start_at, end_at, "[)"),
+        attendees=attendees,
+        status=BookingStatus.CONFIRMED,
+        idempotency_key=idempotency_key,
+        run_id=run_id,
+        action_id=action_id,
+        created_version=version,
+        created_at=created_at,
     )
     booking._state.adding = False
-    return Reservation(booking=booking, room_code=room_code, schedule_version=version, replayed=False)
+    return Reservation(
+        booking=booking, room_code=room_code, schedule_version=version, replayed=False
+    )
 
 
-def _replay(*, user: User, key: str, room_code: str, start_at: datetime, end_at: datetime,
-            attendees: int) -> Reservation:
+def _replay(
+    *, user: User, key: str, room_code: str, start_at: datetime, end_at: datetime, attendees: int
+) -> Reservation:
     first = Booking.objects.select_related("room").get(idempotency_key=key)
     same = (
         first.requester_id == user.pk
@@ -134,34 +168,59 @@ def _replay(*, user: User, key: str, room_code: str, start_at: datetime, end_at:
     )
     if not same:
         raise BookingError(
-            "idempotency_key_reuse", "idempotency_key_reuse",
+            "idempotency_key_reuse",
+            "idempotency_key_reuse",
             "This idempotency key was already used for a different booking request.",
             "Use a new key for a new request.",
         )
-    return Reservation(booking=first, room_code=first.room.code,
-                       schedule_version=first.room.schedule_version, replayed=True)
+    return Reservation(
+        booking=first,
+        room_code=first.room.code,
+        schedule_version=first.room.schedule_version,
+        replayed=True,
+    )
 
 
-def _explain_refusal(*, room_code: str, start_at: datetime, end_at: datetime, attendees: int,
-                     wanted: list[str], expected_version: int | None) -> None:
+def _explain_refusal(
+    *,
+    room_code: str,
+    start_at: datetime,
+    end_at: datetime,
+    attendees: int,
+    wanted: list[str],
+    expected_version: int | None,
+) -> None:
     """Say which rule refused the reservation (the single statement only says 'no')."""
     room = Room.objects.filter(code=room_code).first()
     if room is None:
-        raise BookingError("not_found", "room_not_found", f"There is no room {room_code}.",
-                           "Use a room code returned by the availability search.")
+        raise BookingError(
+            "not_found",
+            "room_not_found",
+            f"There is no room {room_code}.",
+            "Use a room code returned by the availability search.",
+        )
     if not room.bookable:
-        raise BookingError("invalid_input", "room_not_bookable", f"{room_code} cannot be booked.",
-                           "Pick another room.")
+        raise BookingError(
+            "invalid_input",
+            "room_not_bookable",
+            f"{room_code} cannot be booked.",
+            "Pick another room.",
+        )
     if attendees > room.capacity:
         raise BookingError(
-            "invalid_input", "over_capacity",
+            "invalid_input",
+            "over_capacity",
             f"{room_code} holds {room.capacity} people, not {attendees}.",
             "Pick a larger room.",
         )
     missing = sorted(set(wanted) - set(room.equipment))
     if missing:
-        raise BookingError("invalid_input", "missing_equipment",
-                           f"{room_code} has no {', '.join(missing)}.", "Pick a room that has it.")
+        raise BookingError(
+            "invalid_input",
+            "missing_equipment",
+            f"{room_code} has no {', '.join(missing)}.",
+            "Pick a room that has it.",
+        )
     if expected_version is not None and (
         expected_version > room.schedule_version
         or room.bookings.filter(during__overlap=DateTimeTZRange(start_at, end_at, "[)"))
@@ -169,13 +228,16 @@ def _explain_refusal(*, room_code: str, start_at: datetime, end_at: datetime, at
         .exists()
     ):
         raise BookingError(
-            "conflict", "stale_version",
+            "conflict",
+            "stale_version",
             f"{room_code}'s schedule for that time changed since it was read (version {expected_version}, "
             f"now {room.schedule_version}).",
             "Search availability again before reserving.",
         )
     raise BookingError(
-        "conflict", "slot_taken", f"{room_code} is already booked for part of that time.",
+        "conflict",
+        "slot_taken",
+        f"{room_code} is already booked for part of that time.",
         "Search again and pick another room or time.",
     )
 
@@ -195,8 +257,12 @@ def booking_cancel(*, user: User, booking_code: str) -> Booking:
     booking = Booking.objects.select_for_update().get(code=booking_code)
     booking.room = room
     if booking.requester_id != user.pk and not user.has_role(Role.ADMIN):
-        raise BookingError("forbidden", "not_your_booking",
-                           f"{booking_code} belongs to someone else.", "Only its requester or an admin may cancel it.")
+        raise BookingError(
+            "forbidden",
+            "not_your_booking",
+            f"{booking_code} belongs to someone else.",
+            "Only its requester or an admin may cancel it.",
+        )
     if booking.status == BookingStatus.CANCELLED:
         return booking
     room.schedule_version += 1

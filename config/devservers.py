@@ -126,32 +126,73 @@ def start_postgres(var: Path, *, fast: bool, preferred_port: int | None) -> tupl
             pgdata.chmod(0o700)
         if not (pgdata / "PG_VERSION").exists():
             subprocess.run(
-                [_pg_bin("initdb"), "-D", str(pgdata), "-U", PG_USER, "--auth=trust",
-                 "--encoding=UTF8", "--locale=C"],
-                check=True, capture_output=True, **run_as,
+                [
+                    _pg_bin("initdb"),
+                    "-D",
+                    str(pgdata),
+                    "-U",
+                    PG_USER,
+                    "--auth=trust",
+                    "--encoding=UTF8",
+                    "--locale=C",
+                ],
+                check=True,
+                capture_output=True,
+                **run_as,
             )
         port = free_port(preferred_port)
         opts = f"-h 127.0.0.1 -p {port} -k '' -c max_connections=200"
         if fast:  # throwaway test clusters: durability buys nothing there
             opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         result = subprocess.run(
-            [_pg_bin("pg_ctl"), "-D", str(pgdata), "-w", "-t", "60", "-l",
-             str(pgdata / "server.log"), "-o", opts, "start"],
-            capture_output=True, text=True, **run_as,
+            [
+                _pg_bin("pg_ctl"),
+                "-D",
+                str(pgdata),
+                "-w",
+                "-t",
+                "60",
+                "-l",
+                str(pgdata / "server.log"),
+                "-o",
+                opts,
+                "start",
+            ],
+            capture_output=True,
+            text=True,
+            **run_as,
         )
         if result.returncode != 0:
-            log = (pgdata / "server.log").read_text()[-2000:] if (pgdata / "server.log").exists() else ""
+            log = (
+                (pgdata / "server.log").read_text()[-2000:]
+                if (pgdata / "server.log").exists()
+                else ""
+            )
             raise RuntimeError(f"embedded PostgreSQL did not start:\n{result.stderr}\n{log}")
         started = True
     exists = subprocess.run(
-        [_pg_bin("psql"), "-h", "127.0.0.1", "-p", str(port), "-U", PG_USER, "-d", "postgres",
-         "-tAc", f"SELECT 1 FROM pg_database WHERE datname = '{PG_DB}'"],
-        check=True, capture_output=True, text=True,
+        [
+            _pg_bin("psql"),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-U",
+            PG_USER,
+            "-d",
+            "postgres",
+            "-tAc",
+            f"SELECT 1 FROM pg_database WHERE datname = '{PG_DB}'",  # noqa: S608 (a constant)
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     if not exists:
         subprocess.run(
             [_pg_bin("createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", PG_USER, PG_DB],
-            check=True, capture_output=True,
+            check=True,
+            capture_output=True,
         )
     return f"postgresql://{PG_USER}@127.0.0.1:{port}/{PG_DB}", started
 
@@ -162,7 +203,8 @@ def stop_postgres(var: Path) -> None:
         return
     subprocess.run(
         [_pg_bin("pg_ctl"), "-D", str(pgdata), "-w", "-m", "fast", "stop"],
-        capture_output=True, **_pg_run_as(),
+        capture_output=True,
+        **_pg_run_as(),
     )
 
 
@@ -195,10 +237,27 @@ def start_redis(var: Path, *, preferred_port: int | None) -> tuple[str, bool]:
         rdir.mkdir(parents=True, exist_ok=True)
         port = free_port(preferred_port)
         subprocess.run(
-            [_redis_bin(), "--port", str(port), "--bind", "127.0.0.1", "--daemonize", "yes",
-             "--pidfile", str(rdir / "redis.pid"), "--dir", str(rdir),
-             "--logfile", str(rdir / "redis.log"), "--save", "", "--appendonly", "no"],
-            check=True, capture_output=True,
+            [
+                _redis_bin(),
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--daemonize",
+                "yes",
+                "--pidfile",
+                str(rdir / "redis.pid"),
+                "--dir",
+                str(rdir),
+                "--logfile",
+                str(rdir / "redis.log"),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            check=True,
+            capture_output=True,
         )
         (rdir / "port").write_text(str(port))
         deadline = time.monotonic() + 10

@@ -65,16 +65,40 @@ def main() -> int:
         subprocess.run([*manage, "migrate", "--noinput"], env=env, check=True)
         subprocess.run([*manage, "seed_demo"], env=env, check=True)
         beat_schedule = devservers.DEFAULT_VAR / "celerybeat-schedule"
-        children.append(subprocess.Popen(
-            [PY, "-m", "celery", "-A", "config", "worker", "--beat", "--loglevel=INFO",
-             "--concurrency=2", "--schedule", str(beat_schedule)],
-            env=env,
-        ))
-        children.append(subprocess.Popen(
-            [PY, "-m", "uvicorn", "config.asgi:application", "--host", host, "--port", str(port),
-             "--no-access-log"],
-            env=env,
-        ))
+        children.append(
+            subprocess.Popen(
+                [
+                    PY,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "config",
+                    "worker",
+                    "--beat",
+                    "--loglevel=INFO",
+                    "--concurrency=2",
+                    "--schedule",
+                    str(beat_schedule),
+                ],
+                env=env,
+            )
+        )
+        children.append(
+            subprocess.Popen(
+                [
+                    PY,
+                    "-m",
+                    "uvicorn",
+                    "config.asgi:application",
+                    "--host",
+                    host,
+                    "--port",
+                    str(port),
+                    "--no-access-log",
+                ],
+                env=env,
+            )
+        )
         from bookings.demo import USERS, demo_password
 
         logins = "\n".join(f"    {u[0]:<6} {demo_password(u[0])}" for u in USERS)

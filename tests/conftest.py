@@ -47,7 +47,9 @@ def admin_user(demo):
     return User.objects.get(username="admin")
 
 
-def slot(days: int = 2, hour: int = 14, hours: int = 1, minute: int = 0) -> tuple[datetime, datetime]:
+def slot(
+    days: int = 2, hour: int = 14, hours: int = 1, minute: int = 0
+) -> tuple[datetime, datetime]:
     """A future window in Shanghai time, `days` from today."""
     day = datetime.now(SHANGHAI).date() + timedelta(days=days)
     start = datetime(day.year, day.month, day.day, hour, minute, tzinfo=SHANGHAI)

@@ -12,8 +12,17 @@ async def get(path: str) -> tuple[int, bytes]:
 
     from config.asgi import application
 
-    scope = {"type": "http", "method": "GET", "path": path, "query_string": b"", "headers": [(b"host", b"127.0.0.1")],
-             "http_version": "1.1", "scheme": "http", "server": ("127.0.0.1", 8000), "client": ("127.0.0.1", 5000)}
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": path,
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1")],
+        "http_version": "1.1",
+        "scheme": "http",
+        "server": ("127.0.0.1", 8000),
+        "client": ("127.0.0.1", 5000),
+    }
     comm = ApplicationCommunicator(application, scope)
     await comm.send_input({"type": "http.request", "body": b""})
     start = await comm.receive_output(5)

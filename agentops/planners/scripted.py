@@ -19,7 +19,9 @@ class ScriptedPlanner:
             return Step(message="(end of script)", outcome="done")
         step = self.script[ctx.turn - 1]
         return Step(
-            proposals=[Proposal(p["tool"], p.get("arguments", {})) for p in step.get("proposals", [])],
+            proposals=[
+                Proposal(p["tool"], p.get("arguments", {})) for p in step.get("proposals", [])
+            ],
             message=step.get("message", ""),
             outcome=step.get("outcome", "done"),
         )

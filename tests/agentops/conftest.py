@@ -14,10 +14,17 @@ def celery_worker_thread(django_db_setup, django_db_blocker):
 
     from config.celery import app
 
-    with django_db_blocker.unblock(), start_worker(
-        app, pool="threads", concurrency=4, perform_ping_check=False, loglevel="WARNING",
-        shutdown_timeout=30,
-    ) as worker:
+    with (
+        django_db_blocker.unblock(),
+        start_worker(
+            app,
+            pool="threads",
+            concurrency=4,
+            perform_ping_check=False,
+            loglevel="WARNING",
+            shutdown_timeout=30,
+        ) as worker,
+    ):
         yield worker
 
 
@@ -39,7 +46,9 @@ def wait_for_run(run_id, statuses=("succeeded", "failed", "cancelled"), timeout=
         if run.status in statuses:
             return run
         time.sleep(0.05)
-    raise AssertionError(f"run {run_id} still {AgentRun.objects.get(pk=run_id).status} after {timeout}s")
+    raise AssertionError(
+        f"run {run_id} still {AgentRun.objects.get(pk=run_id).status} after {timeout}s"
+    )
 
 
 def wait_until(predicate, timeout=30.0, message="condition"):

@@ -395,7 +395,7 @@ def test_chinese_goal_passes_through_unchanged(
     endpoint: FakeEndpoint, planner: OpenAIPlanner
 ) -> None:
     # Full-width punctuation on purpose: real Chinese input carries it.
-    goal = "帮我预订明天下午两点的会议室，4个人，需要投影仪"  # noqa: RUF001
+    goal = "帮我预订明天下午两点的会议室，4个人，需要投影仪"
     endpoint.reply(200, text_reply("已为您找到会议室"))
 
     step = planner.propose(make_ctx(goal=goal, language="zh"))

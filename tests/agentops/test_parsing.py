@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001  (the requests are real Chinese text: full-width commas, en dashes)
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta

@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001  (the requests and replies are real Chinese text: full-width punctuation)
 """The offline rules planner, step by step, from hand-built contexts (no database)."""
 
 from __future__ import annotations

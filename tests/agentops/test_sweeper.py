@@ -18,8 +18,13 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 def abandoned_claim(user, key: str) -> IdempotencyRecord:
     digest = request_digest(tool="reserve_room", subject_id=user.pk, params={"k": key})
-    assert idempotency_claim(key=key, tool="reserve_room", subject_id=user.pk, digest=digest).state == "owner"
-    IdempotencyRecord.objects.filter(key=key).update(created_at=timezone.now() - timedelta(minutes=5))
+    assert (
+        idempotency_claim(key=key, tool="reserve_room", subject_id=user.pk, digest=digest).state
+        == "owner"
+    )
+    IdempotencyRecord.objects.filter(key=key).update(
+        created_at=timezone.now() - timedelta(minutes=5)
+    )
     return IdempotencyRecord.objects.get(key=key)
 
 
@@ -27,8 +32,9 @@ def test_abandoned_claim_whose_write_committed_replays_the_receipt(e17):
     key = f"api:{e17.pk}:died-after-commit"
     abandoned_claim(e17, key)
     start, end = slot(days=5)
-    code = booking_reserve(user=e17, room_code="R7", start_at=start, end_at=end, attendees=2,
-                           idempotency_key=key).booking.code
+    code = booking_reserve(
+        user=e17, room_code="R7", start_at=start, end_at=end, attendees=2, idempotency_key=key
+    ).booking.code
 
     assert runs.sweep()["settled_claims"] == 1
 

@@ -22,7 +22,9 @@ pytestmark = pytest.mark.integration
 START, END = slot(days=2)
 WHEN = f"{START:%Y-%m-%d} {START:%H:%M}-{END:%H:%M}"
 REQUEST_EN = f"Book a room on {WHEN} for 3 people with a projector"
-REQUEST_ZH = f"帮我订 {START:%Y 年 %-m 月 %-d 日} {START:%H:%M}–{END:%H:%M} 的会议室，3 个人，要有投影"
+REQUEST_ZH = (
+    f"帮我订 {START:%Y 年 %-m 月 %-d 日} {START:%H:%M}–{END:%H:%M} 的会议室，3 个人，要有投影"
+)
 
 
 def calls(run: AgentRun) -> list[tuple[str, str]]:
@@ -41,10 +43,16 @@ def assert_trace_reconstructs(run: AgentRun) -> None:
         kinds = [e.kind for e in events if e.action_id == action.pk]
         assert kinds[0] == "gate", (action.tool, kinds)
         assert kinds.count("execution_started") == action.attempts
-        finishes = [e for e in events if e.action_id == action.pk and e.kind == "execution_finished"]
+        finishes = [
+            e for e in events if e.action_id == action.pk and e.kind == "execution_finished"
+        ]
         assert len(finishes) <= action.attempts
         if action.status in (ActionStatus.SUCCEEDED, ActionStatus.FAILED) and finishes:
-            final = [e for e in events if e.action_id == action.pk and e.kind in ("execution_finished", "reconcile_lookup")][-1]
+            final = [
+                e
+                for e in events
+                if e.action_id == action.pk and e.kind in ("execution_finished", "reconcile_lookup")
+            ][-1]
             assert final.payload.get("result", final.payload.get("receipt")) is not None
     proposed = [p["tool"] for e in events if e.kind == "model_step" for p in e.payload["proposals"]]
     assert proposed == [a.tool for a in run.actions.order_by("turn", "call_index")]
@@ -59,7 +67,7 @@ def test_1_normal_booking_books_r7(worker, e17):
     assert (booking.during.lower, booking.during.upper, booking.attendees) == (START, END, 3)
     assert booking.run_id == str(run.pk)
     assert calls(run) == [("find_available_rooms", "succeeded"), ("reserve_room", "succeeded")]
-    assert f"Booked R7" in run.reply and booking.code in run.reply
+    assert "Booked R7" in run.reply and booking.code in run.reply
     assert_trace_reconstructs(run)
 
 
@@ -74,13 +82,19 @@ def test_1_normal_booking_in_chinese(worker, e17):
 
 
 def test_2_r7_taken_between_read_and_write_books_r9(worker, e17, e23):
-    run = run_start(user=e17, request_text=REQUEST_EN,
-                    faults=[{"tool": "reserve_room", "kind": "pause", "calls": [1]}])
-    wait_until(lambda: Action.objects.filter(run=run, tool="reserve_room", status="running").exists(),
-               message="the reserve to start")
+    run = run_start(
+        user=e17,
+        request_text=REQUEST_EN,
+        faults=[{"tool": "reserve_room", "kind": "pause", "calls": [1]}],
+    )
+    wait_until(
+        lambda: Action.objects.filter(run=run, tool="reserve_room", status="running").exists(),
+        message="the reserve to start",
+    )
     # Someone else books R7 after our search saw it free, before our write.
-    rival = booking_reserve(user=e23, room_code="R7", start_at=START, end_at=END, attendees=2,
-                            idempotency_key="rival")
+    rival = booking_reserve(
+        user=e23, room_code="R7", start_at=START, end_at=END, attendees=2, idempotency_key="rival"
+    )
     release_faults(run.pk)
     run = wait_for_run(run.pk)
 
@@ -90,25 +104,37 @@ def test_2_r7_taken_between_read_and_write_books_r9(worker, e17, e23):
     assert Booking.objects.filter(status="confirmed").count() == 2
     assert Booking.objects.get(requester=e23).code == rival.booking.code
     assert calls(run) == [
-        ("find_available_rooms", "succeeded"), ("reserve_room", "failed"),
-        ("find_available_rooms", "succeeded"), ("reserve_room", "succeeded"),
+        ("find_available_rooms", "succeeded"),
+        ("reserve_room", "failed"),
+        ("find_available_rooms", "succeeded"),
+        ("reserve_room", "succeeded"),
     ]
     failed = run.actions.get(tool="reserve_room", status="failed")
     assert failed.result["reason"] == "conflict"
     assert failed.attempts == 1  # red: never retried
-    assert "R9" in run.reply and mine.code in run.reply and "R7" not in run.reply.replace(mine.code, "")
+    assert (
+        "R9" in run.reply
+        and mine.code in run.reply
+        and "R7" not in run.reply.replace(mine.code, "")
+    )
     assert_trace_reconstructs(run)
 
 
 def test_3_search_timeout_retries_boundedly_then_stops(worker, e17):
-    run = run_start(user=e17, request_text=REQUEST_EN,
-                    faults=[{"tool": "find_available_rooms", "kind": "timeout"}])
+    run = run_start(
+        user=e17,
+        request_text=REQUEST_EN,
+        faults=[{"tool": "find_available_rooms", "kind": "timeout"}],
+    )
     run = wait_for_run(run.pk, timeout=60)
 
     assert run.status == "failed"
     assert Booking.objects.count() == 0
     finds = list(run.actions.order_by("turn"))
-    assert [a.tool for a in finds] == ["find_available_rooms", "find_available_rooms"]  # one re-proposal
+    assert [a.tool for a in finds] == [
+        "find_available_rooms",
+        "find_available_rooms",
+    ]  # one re-proposal
     assert all(a.attempts == 4 and a.status == "failed" for a in finds)  # 1 + 3 yellow retries each
     assert all(a.result["signal"] == "yellow" and a.result["reason"] == "timeout" for a in finds)
     assert "could not verify availability" in run.reply and "Nothing was booked" in run.reply
@@ -118,8 +144,11 @@ def test_3_search_timeout_retries_boundedly_then_stops(worker, e17):
 
 
 def test_4_lost_receipt_is_reconciled_by_key_never_booked_twice(worker, e17):
-    run = run_start(user=e17, request_text=REQUEST_EN,
-                    faults=[{"tool": "reserve_room", "kind": "lose_receipt", "calls": [1]}])
+    run = run_start(
+        user=e17,
+        request_text=REQUEST_EN,
+        faults=[{"tool": "reserve_room", "kind": "lose_receipt", "calls": [1]}],
+    )
     run = wait_for_run(run.pk)
 
     assert run.status == "succeeded", run.reply
@@ -131,7 +160,10 @@ def test_4_lost_receipt_is_reconciled_by_key_never_booked_twice(worker, e17):
     kinds = list(run.events.values_list("kind", flat=True))
     assert "run_reconciling" in kinds and "reconcile_lookup" in kinds
     lookup = run.events.get(kind="reconcile_lookup")
-    assert lookup.payload["status"] == "found" and lookup.payload["receipt"]["booking_id"] == booking.code
+    assert (
+        lookup.payload["status"] == "found"
+        and lookup.payload["receipt"]["booking_id"] == booking.code
+    )
     assert booking.code in run.reply
     assert_trace_reconstructs(run)
 
@@ -141,13 +173,20 @@ def test_4_reply_says_still_checking_while_unknown(worker, e17, monkeypatch):
     from agentops import registry
     from agentops.contract import ReceiptLookup, ReceiptStatus
 
-    unclear = dataclasses.replace(registry.get("reserve_room"),
-                                  lookup_receipt=lambda key: ReceiptLookup(ReceiptStatus.UNKNOWN, detail="drill"))
+    unclear = dataclasses.replace(
+        registry.get("reserve_room"),
+        lookup_receipt=lambda key: ReceiptLookup(ReceiptStatus.UNKNOWN, detail="drill"),
+    )
     monkeypatch.setitem(registry._TOOLS, "reserve_room", unclear)
-    run = run_start(user=e17, request_text=REQUEST_EN,
-                    faults=[{"tool": "reserve_room", "kind": "lose_receipt", "calls": [1]}])
-    action = wait_until(lambda: Action.objects.filter(run=run, status="needs_human").first(),
-                        message="the action to wait for a human")
+    run = run_start(
+        user=e17,
+        request_text=REQUEST_EN,
+        faults=[{"tool": "reserve_room", "kind": "lose_receipt", "calls": [1]}],
+    )
+    action = wait_until(
+        lambda: Action.objects.filter(run=run, status="needs_human").first(),
+        message="the action to wait for a human",
+    )
     run.refresh_from_db()
     assert run.status == "reconciling"
     assert "Still checking" in run.reply and "Booked" not in run.reply
@@ -170,22 +209,65 @@ def test_5_unauthorized_user_is_refused_by_the_host(worker, e17):
 
 def test_5_invalid_request_and_forged_identity_are_refused(worker, e17):
     version = Room.objects.get(code="R7").schedule_version
-    args = {"room_id": "R7", "start_at": START.isoformat(), "end_at": END.isoformat(), "attendees": 3,
-            "equipment": ["projector"], "expected_version": version}
+    args = {
+        "room_id": "R7",
+        "start_at": START.isoformat(),
+        "end_at": END.isoformat(),
+        "attendees": 3,
+        "equipment": ["projector"],
+        "expected_version": version,
+    }
     script = [
         {"proposals": [{"tool": "reserve_room", "arguments": args | {"requester_id": "E23"}}]},
-        {"proposals": [{"tool": "reserve_room", "arguments": args | {"end_at": (END + timedelta(hours=1)).isoformat()}}]},
-        {"proposals": [{"tool": "reserve_room", "arguments": args | {"start_at": START.replace(tzinfo=None).isoformat()}}]},
-        {"proposals": [{"tool": "reserve_room", "arguments": args | {"end_at": (START - timedelta(minutes=30)).isoformat()}}]},
+        {
+            "proposals": [
+                {
+                    "tool": "reserve_room",
+                    "arguments": args | {"end_at": (END + timedelta(hours=1)).isoformat()},
+                }
+            ]
+        },
+        {
+            "proposals": [
+                {
+                    "tool": "reserve_room",
+                    "arguments": args | {"start_at": START.replace(tzinfo=None).isoformat()},
+                }
+            ]
+        },
+        {
+            "proposals": [
+                {
+                    "tool": "reserve_room",
+                    "arguments": args | {"end_at": (START - timedelta(minutes=30)).isoformat()},
+                }
+            ]
+        },
         {"message": "I booked it!", "outcome": "done"},
     ]
-    run = wait_for_run(run_start(user=e17, request_text=REQUEST_EN, model="scripted", script=script).pk)
+    run = wait_for_run(
+        run_start(user=e17, request_text=REQUEST_EN, model="scripted", script=script).pk
+    )
 
     assert Booking.objects.count() == 0
     refusals = [a.result for a in run.actions.order_by("turn")]
-    assert [r["reason"] for r in refusals] == ["invalid_input", "out_of_scope", "invalid_input", "invalid_input"]
-    assert [r["code"] for r in refusals][1:] == ["outside_window", "schema_violation", "end_not_after_start"]
-    assert [a.status for a in run.actions.order_by("turn")] == ["rejected", "rejected", "rejected", "failed"]
+    assert [r["reason"] for r in refusals] == [
+        "invalid_input",
+        "out_of_scope",
+        "invalid_input",
+        "invalid_input",
+    ]
+    assert [r["code"] for r in refusals][1:] == [
+        "outside_window",
+        "schema_violation",
+        "end_not_after_start",
+    ]
+    assert [a.status for a in run.actions.order_by("turn")] == [
+        "rejected",
+        "rejected",
+        "rejected",
+        "failed",
+    ]
     assert "requester_id" in refusals[0]["message"]
     assert all(r["hint"] for r in refusals)
     # The model said "booked"; the verifier found no receipt, so the user is told the truth.

@@ -34,15 +34,31 @@ def _database_url() -> str:
 
 def start_worker(tmp_path: Path, name: str, *, beat: bool = False) -> subprocess.Popen:
     env = os.environ | {
-        "DATABASE_URL": _database_url(), "REDIS_URL": settings.REDIS_URL,
-        "AGENT_SWEEP_SECONDS": "1", "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DATABASE_URL": _database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "AGENT_SWEEP_SECONDS": "1",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
     }
-    cmd = [sys.executable, "-m", "celery", "-A", "config", "worker", "--pool=solo", "--loglevel=WARNING",
-           "-n", f"{name}@%h", "-Q", settings.CELERY_TASK_DEFAULT_QUEUE]
+    cmd = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "config",
+        "worker",
+        "--pool=solo",
+        "--loglevel=WARNING",
+        "-n",
+        f"{name}@%h",
+        "-Q",
+        settings.CELERY_TASK_DEFAULT_QUEUE,
+    ]
     if beat:
         cmd += ["--beat", "--schedule", str(tmp_path / "beat-schedule")]
     log = (tmp_path / f"{name}.log").open("w")
-    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
 
 
 def kill_hard(proc: subprocess.Popen) -> None:
@@ -72,10 +88,16 @@ def test_worker_killed_mid_write_then_restarted(fresh_broker, e17, tmp_path, mom
     first = start_worker(tmp_path, "first")
     second = None
     try:
-        run = run_start(user=e17, request_text=REQUEST,
-                        faults=[{"tool": "reserve_room", "kind": kind, "calls": [1]}])
-        wait_until(lambda: Action.objects.filter(run=run, tool="reserve_room", status="running").exists(),
-                   timeout=60, message="the write to start in the first worker")
+        run = run_start(
+            user=e17,
+            request_text=REQUEST,
+            faults=[{"tool": "reserve_room", "kind": kind, "calls": [1]}],
+        )
+        wait_until(
+            lambda: Action.objects.filter(run=run, tool="reserve_room", status="running").exists(),
+            timeout=60,
+            message="the write to start in the first worker",
+        )
         if moment == "after_commit":
             wait_until(lambda: Booking.objects.exists(), message="the write to commit")
         kill_hard(first)

@@ -18,8 +18,15 @@ pytestmark = pytest.mark.django_db
 
 def reserve(user, room="R7", window=None, attendees=3, key="k1", **kw):
     start, end = window or slot()
-    return booking_reserve(user=user, room_code=room, start_at=start, end_at=end,
-                           attendees=attendees, idempotency_key=key, **kw)
+    return booking_reserve(
+        user=user,
+        room_code=room,
+        start_at=start,
+        end_at=end,
+        attendees=attendees,
+        idempotency_key=key,
+        **kw,
+    )
 
 
 def refused(reason: str, code: str, fn, *args, **kwargs) -> BookingError:
@@ -30,7 +37,10 @@ def refused(reason: str, code: str, fn, *args, **kwargs) -> BookingError:
     assert (info.value.reason, info.value.code) == (reason, code), info.value
     assert info.value.message
     assert Booking.objects.count() == before_bookings
-    assert list(Room.objects.order_by("code").values_list("schedule_version", flat=True)) == before_versions
+    assert (
+        list(Room.objects.order_by("code").values_list("schedule_version", flat=True))
+        == before_versions
+    )
     return info.value
 
 
@@ -71,7 +81,9 @@ def test_write_to_another_time_of_the_room_does_not_make_it_stale(e17, e23):
     version = Room.objects.get(code="R7").schedule_version
     reserve(e23, window=slot(hour=9), key="first")  # same room, another time
     res = reserve(e17, expected_version=version, key="second")
-    assert res.booking.created_version == version + 2 == Room.objects.get(code="R7").schedule_version
+    assert (
+        res.booking.created_version == version + 2 == Room.objects.get(code="R7").schedule_version
+    )
 
 
 def test_expected_version_from_the_future_is_refused(e17):
@@ -82,7 +94,14 @@ def test_expected_version_from_the_future_is_refused(e17):
 def test_overlap_is_conflict(e17, e23):
     reserve(e17, window=slot(hour=14, hours=2), key="first")
     start, _ = slot(hour=15)
-    refused("conflict", "slot_taken", reserve, e23, window=(start, start + timedelta(minutes=30)), key="x")
+    refused(
+        "conflict",
+        "slot_taken",
+        reserve,
+        e23,
+        window=(start, start + timedelta(minutes=30)),
+        key="x",
+    )
 
 
 def test_touching_windows_do_not_overlap(e17, e23):
@@ -97,8 +116,13 @@ def test_constraint_backstop_maps_23p01(e17):
     start, end = slot()
     room = Room.objects.get(code="R7")
     with pytest.raises(IntegrityError) as info, transaction.atomic():
-        Booking.objects.create(room=room, requester=e17, during=DateTimeTZRange(start, end),
-                               attendees=2, idempotency_key="raw")
+        Booking.objects.create(
+            room=room,
+            requester=e17,
+            during=DateTimeTZRange(start, end),
+            attendees=2,
+            idempotency_key="raw",
+        )
     assert info.value.__cause__.sqlstate == "23P01"
 
 
@@ -136,7 +160,11 @@ def test_lookup_by_key(e17):
 @pytest.mark.parametrize(
     ("kwargs", "reason", "code"),
     [
-        ({"window": (datetime(2030, 1, 1, 9), datetime(2030, 1, 1, 10))}, "invalid_input", "naive_datetime"),
+        (
+            {"window": (datetime(2030, 1, 1, 9), datetime(2030, 1, 1, 10))},
+            "invalid_input",
+            "naive_datetime",
+        ),
         ({"window": (slot()[1], slot()[0])}, "invalid_input", "end_not_after_start"),
         ({"window": (slot()[0], slot()[0])}, "invalid_input", "end_not_after_start"),
         ({"window": slot(days=-1)}, "invalid_input", "start_in_past"),
@@ -210,7 +238,10 @@ def test_search_finds_free_fitting_rooms_smallest_first(e17):
 def test_search_leaves_out_rooms_booked_for_part_of_the_window(e17):
     reserve(e17, window=slot(hour=14, hours=1, minute=30), key="x")
     start, end = slot(hour=14, hours=1)
-    found = [a.room.code for a in room_search(start_at=start, end_at=end, attendees=3, equipment=["projector"])]
+    found = [
+        a.room.code
+        for a in room_search(start_at=start, end_at=end, attendees=3, equipment=["projector"])
+    ]
     assert "R7" not in found
     assert found[0] == "R9"
 
