@@ -31,8 +31,8 @@ WITH run AS (
             model_script, status, outcome, reply, turn, proposals, tool_calls, event_seq, deadline,
             created_at, updated_at, finished_at)
     VALUES (%(run)s, %(user)s, %(goal)s, 'en', 'direct', '{}', '{}', %(policy)s, '[]', '[]',
-            %(run_status)s, %(outcome)s, '', 1, 1, 1, 4, %(deadline)s, %(started_at)s, now(),
-            CASE WHEN %(run_status)s = 'reconciling' THEN NULL ELSE now() END)
+            %(run_status)s::varchar, %(outcome)s, '', 1, 1, 1, 4, %(deadline)s, %(started_at)s, now(),
+            CASE WHEN %(run_status)s::varchar = 'reconciling' THEN NULL ELSE now() END)
 ), action AS (
     INSERT INTO agentops_action
            (id, run_id, turn, call_index, tool, params, params_digest, readonly, risk, risk_reasons,

@@ -7,52 +7,71 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
-from django.db.models import Q
 from django.utils import timezone
 
 from bookings import rules
 from bookings.errors import BookingError
 from bookings.models import Booking, BookingStatus, Role, Room, User
 
-# One statement does the whole reservation: lock the room row and bump its schedule version
-# (only if it still fits and, when an expected version is given, nothing that touches this
-# window changed since that version), then insert the booking. The exclusion constraint refuses
-# an overlap, which aborts the statement and so the version bump with it. One round trip.
+# One statement does the whole reservation and says why when it does not:
+# - `facts` locks the room row (FOR UPDATE) and reads what the rules need, including whether
+#   the caller's expected version is still fresh for this window;
+# - `ins` inserts the booking only if every rule holds; ON CONFLICT DO NOTHING turns an overlap
+#   (the exclusion constraint) or a used idempotency key into "no row" instead of an error;
+# - `bump` moves the room's schedule version only when a booking was inserted;
+# - the final row reports the facts, the new booking, and whether the key or an overlap is
+#   visible, so that a refusal needs no second query except in a rare race.
 #
-# "Stale" is judged per window, from the versions each booking's insert and cancel produced:
+# Every reservation takes the room row lock first, then the booking: one lock order for all
+# writers (booking_cancel too), so that a reserve and another reserve or cancel never deadlock
+# inside the exclusion check.
+#
+# "Fresh" is judged per window, from the versions each booking's insert and cancel produced:
 # a write to another time of the same room does not invalidate an observation of this window
 # (a per-room check alone turns every busy room into a stream of false conflicts).
 # The advisory lock on the idempotency key is held until commit, so that a receipt lookup
 # (selectors.booking_lookup_receipt) waits for an in-flight write of the same key.
 _RESERVE_SQL = """
-WITH guard AS (SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 0))),
-room AS (
-    UPDATE bookings_room
-       SET schedule_version = schedule_version + 1
-     WHERE code = %(room)s
-       AND bookable
-       AND capacity >= %(attendees)s
-       AND equipment @> %(equipment)s::varchar[]
-       AND (%(expected)s::integer IS NULL OR (
-            %(expected)s::integer <= schedule_version
-            AND NOT EXISTS (
-                SELECT FROM bookings_booking b
-                 WHERE b.room_id = bookings_room.id
-                   AND b.during && tstzrange(%(start)s, %(end)s, '[)')
-                   AND (b.created_version > %(expected)s::integer
-                        OR b.cancelled_version > %(expected)s::integer))))
-       AND EXISTS (SELECT FROM guard)
- RETURNING id, schedule_version
+WITH guard AS (SELECT pg_advisory_xact_lock(hashtextextended(%(key)s::varchar, 0))),
+facts AS (
+    SELECT r.id, r.bookable, r.capacity, r.equipment, r.schedule_version,
+           (%(expected)s::integer IS NULL OR (
+                %(expected)s::integer <= r.schedule_version
+                AND NOT EXISTS (
+                    SELECT FROM bookings_booking b
+                     WHERE b.room_id = r.id
+                       AND b.during && tstzrange(%(start)s, %(end)s, '[)')
+                       AND (b.created_version > %(expected)s::integer
+                            OR b.cancelled_version > %(expected)s::integer)))) AS fresh
+      FROM bookings_room r, guard
+     WHERE r.code = %(room)s
+       FOR UPDATE OF r
+),
+ins AS (
+    INSERT INTO bookings_booking
+           (room_id, requester_id, during, attendees, status, idempotency_key, run_id, action_id,
+            created_version, created_at)
+    SELECT f.id, %(requester)s, tstzrange(%(start)s, %(end)s, '[)'), %(attendees)s, 'confirmed',
+           %(key)s::varchar, %(run_id)s, %(action_id)s, f.schedule_version + 1, now()
+      FROM facts f
+     WHERE f.bookable AND f.capacity >= %(attendees)s
+       AND f.equipment @> %(equipment)s::varchar[] AND f.fresh
+        ON CONFLICT DO NOTHING
+    RETURNING id, code, room_id, created_at, created_version
+),
+bump AS (
+    UPDATE bookings_room r SET schedule_version = r.schedule_version + 1
+      FROM ins WHERE r.id = ins.room_id
 )
-INSERT INTO bookings_booking
-       (room_id, requester_id, during, attendees, status, idempotency_key, run_id, action_id,
-        created_version, created_at)
-SELECT room.id, %(requester)s, tstzrange(%(start)s, %(end)s, '[)'), %(attendees)s, 'confirmed',
-       %(key)s, %(run_id)s, %(action_id)s, room.schedule_version, now()
-  FROM room
-RETURNING id, code, room_id, created_at, (SELECT schedule_version FROM room)
+SELECT f.id, f.bookable, f.capacity, f.equipment, f.schedule_version, f.fresh,
+       ins.id, ins.code, ins.created_at, ins.created_version,
+       EXISTS (SELECT FROM bookings_booking k WHERE k.idempotency_key = %(key)s::varchar),
+       EXISTS (SELECT FROM bookings_booking o
+                WHERE o.room_id = f.id AND o.status = 'confirmed'
+                  AND o.during && tstzrange(%(start)s, %(end)s, '[)'))
+  FROM (SELECT) one LEFT JOIN facts f ON true LEFT JOIN ins ON true
 """
 
 
@@ -105,19 +124,34 @@ def booking_reserve(
         "run_id": run_id,
         "action_id": action_id,
     }
-    try:
-        with transaction.atomic(), connection.cursor() as cursor:
-            cursor.execute(_RESERVE_SQL, params)
-            row = cursor.fetchone()
-    except IntegrityError as exc:
-        constraint = getattr(getattr(exc.__cause__, "diag", None), "constraint_name", "") or ""
-        if constraint != "booking_no_overlap" and "idempotency_key" not in constraint:
-            raise
-        row = None
-    if row is None:
-        # Refused. A replay of a request that already succeeded is refused too (its slot is
-        # taken and its version moved on by itself), so the key is asked first.
-        if Booking.objects.filter(idempotency_key=idempotency_key).exists():
+    # A single statement is atomic on its own: no transaction block, no extra round trips.
+    with connection.cursor() as cursor:
+        cursor.execute(_RESERVE_SQL, params)
+        (
+            room_id,
+            bookable,
+            capacity,
+            equipment_has,
+            current_version,
+            fresh,
+            booking_id,
+            code,
+            created_at,
+            version,
+            key_seen,
+            overlap_seen,
+        ) = cursor.fetchone()
+    if booking_id is None:
+        if room_id is None:
+            raise BookingError(
+                "not_found",
+                "room_not_found",
+                f"There is no room {room_code}.",
+                "Use a room code returned by the availability search.",
+            )
+        # A replay of a request that already succeeded is refused by the same rules (its slot
+        # is taken, its version moved on), so the key is asked first.
+        if key_seen or (not overlap_seen and _key_used(idempotency_key)):
             return _replay(
                 user=user,
                 key=idempotency_key,
@@ -128,13 +162,15 @@ def booking_reserve(
             )
         _explain_refusal(
             room_code=room_code,
-            start_at=start_at,
-            end_at=end_at,
+            bookable=bookable,
+            capacity=capacity,
+            equipment=equipment_has,
+            version=current_version,
+            fresh=fresh,
             attendees=attendees,
             wanted=wanted,
             expected_version=expected_version,
         )
-    booking_id, code, room_id, created_at, version = row
     booking = Booking(
         id=booking_id,
         code=code,
@@ -181,39 +217,40 @@ def _replay(
     )
 
 
+def _key_used(key: str) -> bool:
+    """Asked only when the statement's snapshot could not tell (a write that committed while
+    this one waited for the room lock)."""
+    return Booking.objects.filter(idempotency_key=key).exists()
+
+
 def _explain_refusal(
     *,
     room_code: str,
-    start_at: datetime,
-    end_at: datetime,
+    bookable: bool,
+    capacity: int,
+    equipment: list[str],
+    version: int,
+    fresh: bool,
     attendees: int,
     wanted: list[str],
     expected_version: int | None,
 ) -> None:
-    """Say which rule refused the reservation (the single statement only says 'no')."""
-    room = Room.objects.filter(code=room_code).first()
-    if room is None:
-        raise BookingError(
-            "not_found",
-            "room_not_found",
-            f"There is no room {room_code}.",
-            "Use a room code returned by the availability search.",
-        )
-    if not room.bookable:
+    """Say which rule refused the reservation, from the facts the statement returned."""
+    if not bookable:
         raise BookingError(
             "invalid_input",
             "room_not_bookable",
             f"{room_code} cannot be booked.",
             "Pick another room.",
         )
-    if attendees > room.capacity:
+    if attendees > capacity:
         raise BookingError(
             "invalid_input",
             "over_capacity",
-            f"{room_code} holds {room.capacity} people, not {attendees}.",
+            f"{room_code} holds {capacity} people, not {attendees}.",
             "Pick a larger room.",
         )
-    missing = sorted(set(wanted) - set(room.equipment))
+    missing = sorted(set(wanted) - set(equipment))
     if missing:
         raise BookingError(
             "invalid_input",
@@ -221,17 +258,12 @@ def _explain_refusal(
             f"{room_code} has no {', '.join(missing)}.",
             "Pick a room that has it.",
         )
-    if expected_version is not None and (
-        expected_version > room.schedule_version
-        or room.bookings.filter(during__overlap=DateTimeTZRange(start_at, end_at, "[)"))
-        .filter(Q(created_version__gt=expected_version) | Q(cancelled_version__gt=expected_version))
-        .exists()
-    ):
+    if not fresh:
         raise BookingError(
             "conflict",
             "stale_version",
-            f"{room_code}'s schedule for that time changed since it was read (version {expected_version}, "
-            f"now {room.schedule_version}).",
+            f"{room_code}'s schedule for that time changed since it was read "
+            f"(version {expected_version}, now {version}).",
             "Search availability again before reserving.",
         )
     raise BookingError(
