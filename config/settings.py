@@ -101,9 +101,6 @@ DATABASES = {
     )
 }
 DATABASES["default"]["TEST"] = {"NAME": os.environ.get("TEST_DATABASE_NAME") or None}
-# Server-side parameters let psycopg prepare hot statements: the reservation statement is
-# planned once per connection instead of on every call.
-DATABASES["default"]["OPTIONS"] = {"server_side_binding": _env_bool("DB_SERVER_SIDE_BINDING", True)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {
