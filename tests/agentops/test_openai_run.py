@@ -29,29 +29,40 @@ def openai_settings(settings, endpoint):  # noqa: F811
 
 
 def test_openai_model_books_through_the_gate(worker, e17, openai_settings):
-    endpoint = openai_settings
-    search = {"start_at": START.isoformat(), "end_at": END.isoformat(), "attendees": 3, "equipment": ["projector"]}
+    fake = openai_settings
+    search = {
+        "start_at": START.isoformat(),
+        "end_at": END.isoformat(),
+        "attendees": 3,
+        "equipment": ["projector"],
+    }
     version = Room.objects.get(code="R7").schedule_version
     reserve = search | {"room_id": "R7", "expected_version": version}
-    endpoint.reply(200, tool_calls_reply(("find_available_rooms", json.dumps(search))))
+    fake.reply(200, tool_calls_reply(("find_available_rooms", json.dumps(search))))
     # The model smuggles an identity field first: refused; then proposes the clean call.
-    endpoint.reply(200, tool_calls_reply(("reserve_room", json.dumps(reserve | {"requester_id": "E23"}))))
-    endpoint.reply(200, tool_calls_reply(("reserve_room", json.dumps(reserve))))
-    endpoint.reply(200, text_reply("Done! I booked R9 for you."))  # a wrong claim
+    fake.reply(
+        200, tool_calls_reply(("reserve_room", json.dumps(reserve | {"requester_id": "E23"})))
+    )
+    fake.reply(200, tool_calls_reply(("reserve_room", json.dumps(reserve))))
+    fake.reply(200, text_reply("Done! I booked R9 for you."))  # a wrong claim
 
     run = wait_for_run(run_start(user=e17, request_text=REQUEST, model="openai").pk)
 
     assert run.status == "succeeded", run.reply
     booking = Booking.objects.get()
     assert (booking.room.code, booking.requester) == ("R7", e17)
-    assert [a.status for a in run.actions.order_by("turn")] == ["succeeded", "rejected", "succeeded"]
+    assert [a.status for a in run.actions.order_by("turn")] == [
+        "succeeded",
+        "rejected",
+        "succeeded",
+    ]
     assert "R7" in run.reply and booking.code in run.reply and "R9" not in run.reply
     # The model saw the refusal and the tool results as tool messages, in order.
-    last = endpoint.requests[-1]["messages"]
+    last = fake.requests[-1]["messages"]
     tool_messages = [m for m in last if m["role"] == "tool"]
     assert len(tool_messages) == 3
     assert json.loads(tool_messages[1]["content"])["code"] == "schema_violation"
-    sent_tools = {t["function"]["name"] for t in endpoint.requests[0]["tools"]}
+    sent_tools = {t["function"]["name"] for t in fake.requests[0]["tools"]}
     assert sent_tools == set(run.delegation["tools"])
 
 
