@@ -381,10 +381,10 @@ def lock_waiters() -> int:
         return cursor.fetchone()[0]
 
 
-def wait_for_lock_waiters(count: int) -> None:
+def wait_for_lock_waiters(count: int, outcomes: dict[str, Any]) -> None:
     deadline = time.monotonic() + 10
     while lock_waiters() < count:
-        assert time.monotonic() < deadline, f"never saw {count} sessions waiting on a lock"
+        assert time.monotonic() < deadline, f"never saw {count} sessions wait on a lock: {outcomes}"
         time.sleep(0.01)
 
 
@@ -419,31 +419,35 @@ def test_cancel_racing_a_reserve_of_the_same_slot_does_not_deadlock(e17, e23):
             release.wait(JOIN_TIMEOUT)
 
     threads = [in_thread(outcomes, "locker", hold_room_lock)]
-    assert locked.wait(JOIN_TIMEOUT)
-    threads.append(
-        in_thread(
-            outcomes,
-            "reserve",
-            lambda: booking_reserve(
-                user=e23,
-                room_code="R7",
-                start_at=start,
-                end_at=end,
-                attendees=3,
-                idempotency_key="second",
-            ),
+    try:
+        assert locked.wait(JOIN_TIMEOUT)
+        threads.append(
+            in_thread(
+                outcomes,
+                "reserve",
+                lambda: booking_reserve(
+                    user=e23,
+                    room_code="R7",
+                    start_at=start,
+                    end_at=end,
+                    attendees=3,
+                    idempotency_key="second",
+                ),
+            )
         )
-    )
-    wait_for_lock_waiters(1)
-    threads.append(
-        in_thread(
-            outcomes, "cancel", lambda: booking_cancel(user=e17, booking_code=first.booking.code)
+        wait_for_lock_waiters(1, outcomes)
+        threads.append(
+            in_thread(
+                outcomes,
+                "cancel",
+                lambda: booking_cancel(user=e17, booking_code=first.booking.code),
+            )
         )
-    )
-    wait_for_lock_waiters(2)
-    release.set()
-    for t in threads:
-        t.join(JOIN_TIMEOUT)
+        wait_for_lock_waiters(2, outcomes)
+    finally:
+        release.set()
+        for t in threads:
+            t.join(JOIN_TIMEOUT)
 
     assert isinstance(outcomes["cancel"], Booking), repr(outcomes["cancel"])
     assert isinstance(outcomes["reserve"], (Reservation, BookingError)), repr(outcomes["reserve"])
