@@ -19,6 +19,7 @@ from agentops import gate, registry
 from agentops.contract import UNKNOWN_OUTCOME, CallContext, SideEffect, ToolError, failure
 from agentops.execution import invoke
 from agentops.idempotency import idempotency_claim, request_digest
+from agentops.queueing import enqueue_reconcile
 from agentops.runs import POLICY_VERSION
 
 # Everything about the call is recorded in one statement once it has ended. Before a write
@@ -221,7 +222,5 @@ def tool_call_direct(
             },
         )
     if outcome == UNKNOWN_OUTCOME:
-        from agentops.runs import _enqueue_reconcile
-
-        _enqueue_reconcile(action_id)
+        enqueue_reconcile(action_id)
     return envelope

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from agentops import runs
+from agentops import actions, reconcile, runs
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
@@ -15,14 +15,14 @@ def run_step_task(run_id: str, turn: int) -> None:
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def execute_action_task(action_id: str) -> None:
-    runs.action_execute(action_id)
+    actions.action_execute(action_id)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def reconcile_action_task(action_id: str) -> None:
-    runs.action_reconcile(action_id)
+    reconcile.action_reconcile(action_id)
 
 
 @shared_task(acks_late=True)
 def sweep_task() -> dict[str, int]:
-    return runs.sweep()
+    return reconcile.sweep()
