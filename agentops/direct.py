@@ -90,14 +90,7 @@ def tool_call_direct(
     envelope; a refusal has written nothing but its trace.
     """
     roles = registry.user_roles(user)
-    spec, verdict = gate.check_tool(name, roles)
-    args = None
-    if verdict is None:
-        args, verdict = gate.check_schema(spec, arguments)
-    if verdict is None:
-        verdict = gate.check_visible(spec, roles)
-    if verdict is None:
-        verdict = gate.check_rate(user.pk)
+    spec, args, verdict = gate.screen(name, arguments, roles=roles, user_id=user.pk)
     raw = arguments if isinstance(arguments, dict) else {"_arguments": arguments}
     params = args.model_dump(mode="json") if args is not None else raw
     ctx = CallContext(user=user)

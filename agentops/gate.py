@@ -6,6 +6,7 @@ Each refusal is an envelope with a hint and has no side effect on the environmen
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -243,6 +244,35 @@ def check_loop(same_calls_before: int) -> Verdict | None:
             abort=True,
         )
     return None
+
+
+def screen(
+    name: str,
+    arguments: Any,
+    *,
+    roles: set[str],
+    user_id: int,
+    scope: Callable[[ToolSpec, BaseModel], Verdict | None] | None = None,
+    after_rate: Sequence[Callable[[], Verdict | None]] = (),
+) -> tuple[ToolSpec | None, BaseModel | None, Verdict | None]:
+    """Run the checks in their fixed order and stop at the first refusal: unknown tool,
+    schema, visibility, the caller's scope, rate limit, then the caller's budget and loop
+    checks. Returns (spec, validated arguments, refusal or None); policy risk comes after."""
+    spec, verdict = check_tool(name, roles)
+    args = None
+    if verdict is None:
+        args, verdict = check_schema(spec, arguments)
+    if verdict is None:
+        verdict = check_visible(spec, roles)
+    if verdict is None and scope is not None:
+        verdict = scope(spec, args)
+    if verdict is None:
+        verdict = check_rate(user_id)
+    for check in after_rate:
+        if verdict is not None:
+            break
+        verdict = check()
+    return spec, args, verdict
 
 
 def assess_risk(

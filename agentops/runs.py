@@ -251,26 +251,23 @@ def _gate_one(
     """Run the gate on one proposal and record it as an Action (refused ones too)."""
     raw = arguments if isinstance(arguments, dict) else {"_arguments": arguments}
     digest = hashlib.sha256(canonical_json({"tool": tool, "params": raw}).encode()).hexdigest()
-    spec, verdict = gate.check_tool(tool, roles)
-    args = None
-    if verdict is None:
-        args, verdict = gate.check_schema(spec, arguments)
-    if verdict is None:
-        verdict = gate.check_visible(spec, roles)
-    if verdict is None:
-        verdict = gate.check_scope(spec, args, run.delegation, writes_so_far)
-    if verdict is None:
-        verdict = gate.check_rate(user.pk)
-    if verdict is None:
-        verdict = gate.check_budget(
-            run.budgets,
-            proposals=run.proposals,
-            tool_calls=run.tool_calls,
-            deadline=run.deadline,
-            now=timezone.now(),
-        )
-    if verdict is None:
-        verdict = gate.check_loop(run.actions.filter(tool=tool, params_digest=digest).count())
+    spec, args, verdict = gate.screen(
+        tool,
+        arguments,
+        roles=roles,
+        user_id=user.pk,
+        scope=lambda spec, args: gate.check_scope(spec, args, run.delegation, writes_so_far),
+        after_rate=(
+            lambda: gate.check_budget(
+                run.budgets,
+                proposals=run.proposals,
+                tool_calls=run.tool_calls,
+                deadline=run.deadline,
+                now=timezone.now(),
+            ),
+            lambda: gate.check_loop(run.actions.filter(tool=tool, params_digest=digest).count()),
+        ),
+    )
     params = args.model_dump(mode="json") if args is not None else raw
     action = Action(
         run=run,
