@@ -37,6 +37,10 @@ _RESERVE_SQL = """
 WITH guard AS (SELECT pg_advisory_xact_lock(hashtextextended(%(key)s::varchar, 0))),
 facts AS (
     SELECT r.id, r.bookable, r.capacity, r.equipment, r.schedule_version,
+           -- the version this statement's snapshot saw; after waiting for the lock, r is the
+           -- newest row but the subqueries still see the snapshot: a difference means "look again"
+           (SELECT s.schedule_version FROM bookings_room s WHERE s.id = r.id) <> r.schedule_version
+               AS moved,
            (%(expected)s::integer IS NULL OR (
                 %(expected)s::integer <= r.schedule_version
                 AND NOT EXISTS (
@@ -58,6 +62,7 @@ ins AS (
       FROM facts f
      WHERE f.bookable AND f.capacity >= %(attendees)s
        AND f.equipment @> %(equipment)s::varchar[] AND f.fresh
+       AND (%(expected)s::integer IS NULL OR NOT f.moved)
         ON CONFLICT DO NOTHING
     RETURNING id, code, room_id, created_at, created_version
 ),
@@ -65,7 +70,7 @@ bump AS (
     UPDATE bookings_room r SET schedule_version = r.schedule_version + 1
       FROM ins WHERE r.id = ins.room_id
 )
-SELECT f.id, f.bookable, f.capacity, f.equipment, f.schedule_version, f.fresh,
+SELECT f.id, f.bookable, f.capacity, f.equipment, f.schedule_version, f.fresh, f.moved,
        ins.id, ins.code, ins.created_at, ins.created_version,
        EXISTS (SELECT FROM bookings_booking k WHERE k.idempotency_key = %(key)s::varchar),
        EXISTS (SELECT FROM bookings_booking o
@@ -73,6 +78,9 @@ SELECT f.id, f.bookable, f.capacity, f.equipment, f.schedule_version, f.fresh,
                   AND o.during && tstzrange(%(start)s, %(end)s, '[)'))
   FROM (SELECT) one LEFT JOIN facts f ON true LEFT JOIN ins ON true
 """
+
+
+MAX_SNAPSHOT_RETRIES = 5
 
 
 @dataclass(frozen=True)
@@ -124,9 +132,15 @@ def booking_reserve(
         "run_id": run_id,
         "action_id": action_id,
     }
-    # A single statement is atomic on its own: no transaction block, no extra round trips.
+    # A single statement is atomic on its own: no transaction block, no extra round trips. A
+    # write with an expected version that waited while the room's schedule moved judged its
+    # freshness on an old snapshot; it inserted nothing and runs again on a new one.
     with connection.cursor() as cursor:
-        cursor.execute(_RESERVE_SQL, params)
+        for _ in range(MAX_SNAPSHOT_RETRIES):
+            cursor.execute(_RESERVE_SQL, params)
+            row = cursor.fetchone()
+            if not (expected_version is not None and row[6] and row[7] is None):
+                break
         (
             room_id,
             bookable,
@@ -134,13 +148,14 @@ def booking_reserve(
             equipment_has,
             current_version,
             fresh,
+            _moved,
             booking_id,
             code,
             created_at,
             version,
             key_seen,
             overlap_seen,
-        ) = cursor.fetchone()
+        ) = row
     if booking_id is None:
         if room_id is None:
             raise BookingError(

@@ -452,3 +452,51 @@ def test_cancel_racing_a_reserve_of_the_same_slot_does_not_deadlock(e17, e23):
     assert isinstance(outcomes["cancel"], Booking), repr(outcomes["cancel"])
     assert isinstance(outcomes["reserve"], (Reservation, BookingError)), repr(outcomes["reserve"])
     assert overlapping_confirmed_pairs() == 0
+
+
+def test_reserve_queued_behind_a_cancel_of_its_window_is_refused_as_stale(e17, e23):
+    """Serially, a cancel in the window after the observed version makes the version stale.
+    The same must hold when the reserve was already waiting for the room while the cancel ran."""
+    start, end = slot(days=3, hour=11)
+    first = booking_reserve(
+        user=e17, room_code="R7", start_at=start, end_at=end, attendees=3, idempotency_key="first"
+    )
+    observed = version_of("R7")
+    cancelled, release = threading.Event(), threading.Event()
+    outcomes: dict[str, Any] = {}
+
+    def cancel_and_hold() -> Booking:
+        with transaction.atomic():  # the cancel commits only when the test lets it
+            booking = booking_cancel(user=e17, booking_code=first.booking.code)
+            cancelled.set()
+            release.wait(JOIN_TIMEOUT)
+        return booking
+
+    threads = [in_thread(outcomes, "cancel", cancel_and_hold)]
+    try:
+        assert cancelled.wait(JOIN_TIMEOUT)
+        threads.append(
+            in_thread(
+                outcomes,
+                "reserve",
+                lambda: booking_reserve(
+                    user=e23,
+                    room_code="R7",
+                    start_at=start,
+                    end_at=end,
+                    attendees=3,
+                    expected_version=observed,
+                    idempotency_key="second",
+                ),
+            )
+        )
+        wait_for_lock_waiters(1, outcomes)
+    finally:
+        release.set()
+        for t in threads:
+            t.join(JOIN_TIMEOUT)
+
+    assert isinstance(outcomes["cancel"], Booking), repr(outcomes["cancel"])
+    refused = outcomes["reserve"]
+    assert isinstance(refused, BookingError), repr(refused)
+    assert (refused.reason, refused.code) == ("conflict", "stale_version")
