@@ -39,8 +39,9 @@ facts AS (
     SELECT r.id, r.bookable, r.capacity, r.equipment, r.schedule_version,
            -- the version this statement's snapshot saw; after waiting for the lock, r is the
            -- newest row but the subqueries still see the snapshot: a difference means "look again"
-           (SELECT s.schedule_version FROM bookings_room s WHERE s.id = r.id) <> r.schedule_version
-               AS moved,
+           CASE WHEN %(expected)s::integer IS NOT NULL THEN
+               (SELECT s.schedule_version FROM bookings_room s WHERE s.id = r.id) <> r.schedule_version
+           END AS moved,
            (%(expected)s::integer IS NULL OR (
                 %(expected)s::integer <= r.schedule_version
                 AND NOT EXISTS (
@@ -72,10 +73,14 @@ bump AS (
 )
 SELECT f.id, f.bookable, f.capacity, f.equipment, f.schedule_version, f.fresh, f.moved,
        ins.id, ins.code, ins.created_at, ins.created_version,
-       EXISTS (SELECT FROM bookings_booking k WHERE k.idempotency_key = %(key)s::varchar),
-       EXISTS (SELECT FROM bookings_booking o
-                WHERE o.room_id = f.id AND o.status = 'confirmed'
-                  AND o.during && tstzrange(%(start)s, %(end)s, '[)'))
+       CASE WHEN ins.id IS NULL THEN
+           EXISTS (SELECT FROM bookings_booking k WHERE k.idempotency_key = %(key)s::varchar)
+       END,
+       CASE WHEN ins.id IS NULL THEN
+           EXISTS (SELECT FROM bookings_booking o
+                    WHERE o.room_id = f.id AND o.status = 'confirmed'
+                      AND o.during && tstzrange(%(start)s, %(end)s, '[)'))
+       END
   FROM (SELECT) one LEFT JOIN facts f ON true LEFT JOIN ins ON true
 """
 
