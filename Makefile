@@ -42,10 +42,10 @@ lint: venv
 bench: bench-contention bench-runtime
 
 bench-contention: venv
-	$(PY) -m config.devservers exec --var var/bench --fresh --fast -- $(PY) bench/booking_contention.py
+	$(PY) -m config.devservers exec --var var/bench-contention --fresh --fast -- $(PY) bench/booking_contention.py
 
 bench-runtime: venv
-	$(PY) -m config.devservers exec --var var/bench --fresh --fast -- $(PY) bench/runtime_overhead.py
+	$(PY) -m config.devservers exec --var var/bench-runtime --fresh --fast -- $(PY) bench/runtime_overhead.py
 
 clean:
 	rm -rf var

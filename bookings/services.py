@@ -85,9 +85,6 @@ SELECT f.id, f.bookable, f.capacity, f.equipment, f.schedule_version, f.fresh, f
 """
 
 
-MAX_SNAPSHOT_RETRIES = 5
-
-
 @dataclass(frozen=True)
 class Reservation:
     booking: Booking
@@ -137,30 +134,33 @@ def booking_reserve(
         "run_id": run_id,
         "action_id": action_id,
     }
-    # A single statement is atomic on its own: no transaction block, no extra round trips. A
-    # write with an expected version that waited while the room's schedule moved judged its
-    # freshness on an old snapshot; it inserted nothing and runs again on a new one.
+    # A single statement is atomic on its own: no transaction block, no extra round trips.
     with connection.cursor() as cursor:
-        for _ in range(MAX_SNAPSHOT_RETRIES):
+        cursor.execute(_RESERVE_SQL, params)
+        row = cursor.fetchone()
+    if expected_version is not None and row[6] and row[7] is None:
+        # It waited for the room while the schedule moved, so it judged freshness on an old
+        # snapshot and inserted nothing. Again, holding the room lock first: every schedule
+        # writer takes that lock, so this statement's snapshot is complete.
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute("SELECT FROM bookings_room WHERE code = %s FOR UPDATE", [room_code])
             cursor.execute(_RESERVE_SQL, params)
             row = cursor.fetchone()
-            if not (expected_version is not None and row[6] and row[7] is None):
-                break
-        (
-            room_id,
-            bookable,
-            capacity,
-            equipment_has,
-            current_version,
-            fresh,
-            _moved,
-            booking_id,
-            code,
-            created_at,
-            version,
-            key_seen,
-            overlap_seen,
-        ) = row
+    (
+        room_id,
+        bookable,
+        capacity,
+        equipment_has,
+        current_version,
+        fresh,
+        _moved,
+        booking_id,
+        code,
+        created_at,
+        version,
+        key_seen,
+        overlap_seen,
+    ) = row
     if booking_id is None:
         if room_id is None:
             raise BookingError(

@@ -34,7 +34,39 @@ def worker(celery_worker_thread, transactional_db, demo):
     from agentops.redis_client import get_redis
 
     get_redis().flushdb()  # rate-limit counters and fault switches of earlier tests
-    return celery_worker_thread
+    yield celery_worker_thread
+    _wait_until_idle()
+
+
+def _wait_until_idle(timeout: float = 20.0) -> None:
+    """Let work a test left in flight finish before the database is flushed under it."""
+    from agentops.execution import release_key
+    from agentops.models import Action, AgentRun
+    from agentops.redis_client import get_redis
+
+    for run_id in AgentRun.objects.values_list("pk", flat=True):
+        get_redis().set(release_key(str(run_id)), "1", ex=60)  # paused faults
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        busy = Action.objects.filter(
+            status__in=["queued", "running"], run__status__in=["running", "reconciling"]
+        )
+        if (
+            not busy.exists()
+            and not AgentRun.objects.filter(
+                status="running", finished_at__isnull=True, updated_at__gt=_recently()
+            ).exists()
+        ):
+            return
+        time.sleep(0.05)
+
+
+def _recently():
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    return timezone.now() - timedelta(seconds=1)
 
 
 def wait_for_run(run_id, statuses=("succeeded", "failed", "cancelled"), timeout=30.0):
