@@ -39,34 +39,33 @@ def worker(celery_worker_thread, transactional_db, demo):
 
 
 def _wait_until_idle(timeout: float = 20.0) -> None:
-    """Let work a test left in flight finish before the database is flushed under it."""
+    """Let the work a test left in flight finish (queued, reserved and running tasks) before
+    the database is flushed under it: a TRUNCATE racing a worker's insert deadlocks."""
+    from celery.worker import state
+    from django.conf import settings
+
     from agentops.execution import release_key
-    from agentops.models import Action, AgentRun
+    from agentops.models import AgentRun
     from agentops.redis_client import get_redis
 
+    redis = get_redis()
     for run_id in AgentRun.objects.values_list("pk", flat=True):
-        get_redis().set(release_key(str(run_id)), "1", ex=60)  # paused faults
+        redis.set(release_key(str(run_id)), "1", ex=60)  # let paused faults go
+    quiet_since = None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        busy = Action.objects.filter(
-            status__in=["queued", "running"], run__status__in=["running", "reconciling"]
+        busy = (
+            state.active_requests
+            or state.reserved_requests
+            or redis.llen(settings.CELERY_TASK_DEFAULT_QUEUE)
         )
-        if (
-            not busy.exists()
-            and not AgentRun.objects.filter(
-                status="running", finished_at__isnull=True, updated_at__gt=_recently()
-            ).exists()
-        ):
+        if busy:
+            quiet_since = None
+        elif quiet_since is None:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since > 0.3:
             return
         time.sleep(0.05)
-
-
-def _recently():
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    return timezone.now() - timedelta(seconds=1)
 
 
 def wait_for_run(run_id, statuses=("succeeded", "failed", "cancelled"), timeout=30.0):
