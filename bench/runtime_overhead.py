@@ -140,6 +140,42 @@ def in_process(calls: int, batch: int) -> dict:
     }
 
 
+def in_process_read(calls: int) -> dict:
+    """The same comparison for a read: find_available_rooms against bookings.selectors.room_search."""
+    from agentops.direct import tool_call_direct
+    from bookings.models import User
+    from bookings.selectors import room_search
+
+    user = User.objects.get(username="e17")
+    tz = ZoneInfo("Asia/Shanghai")
+    start = datetime.now(tz).replace(hour=10, minute=0, second=0, microsecond=0) + timedelta(days=2)
+    end = start + timedelta(hours=1)
+    args = {
+        "start_at": start.isoformat(),
+        "end_at": end.isoformat(),
+        "attendees": 3,
+        "equipment": ["projector"],
+    }
+    bare, governed = [], []
+    for _ in range(20):
+        room_search(start_at=start, end_at=end, attendees=3, equipment=["projector"])
+        tool_call_direct(user=user, name="find_available_rooms", arguments=args)
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        room_search(start_at=start, end_at=end, attendees=3, equipment=["projector"])
+        bare.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        tool_call_direct(user=user, name="find_available_rooms", arguments=args)
+        governed.append(time.perf_counter() - t0)
+    bare_ms, gov_ms = statistics.mean(bare) * 1000, statistics.mean(governed) * 1000
+    return {
+        "calls_each": calls,
+        "bare_selector_mean_ms": round(bare_ms, 3),
+        "governed_mean_ms": round(gov_ms, 3),
+        "overhead_ratio": round(gov_ms / bare_ms, 3),
+    }
+
+
 def _database_url() -> str:
     from django.db import connection
 
@@ -262,7 +298,11 @@ def main() -> None:
 
     call_command("migrate", verbosity=0)
     load_demo_data()
-    result = {"benchmark": "runtime_overhead", "in_process": in_process(args.calls, args.batch)}
+    result = {
+        "benchmark": "runtime_overhead",
+        "in_process": in_process(args.calls, args.batch),
+        "in_process_read": in_process_read(args.calls // 2),
+    }
     if not args.skip_e2e:
         result["end_to_end"] = end_to_end(
             args.runs, args.concurrent, args.rounds, args.worker_concurrency
