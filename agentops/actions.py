@@ -14,7 +14,6 @@ from django.utils import timezone
 from agentops import registry
 from agentops.contract import (
     UNKNOWN_OUTCOME,
-    CallContext,
     canonical_json,
     failure,
 )
@@ -31,8 +30,8 @@ from agentops.models import (
     AgentRun,
     RunStatus,
 )
-from agentops.queueing import enqueue_action, enqueue_reconcile
-from agentops.runs import advance, run_resume_if_clear
+from agentops.queueing import enqueue_action
+from agentops.runs import action_context, advance, run_enter_reconciling, run_resume_if_clear
 from agentops.trace import trace_append
 
 MAX_YELLOW_RETRIES = 3
@@ -87,13 +86,7 @@ def _execute_call(
     action: Action, spec: Any, run: AgentRun, call_number: int
 ) -> tuple[dict[str, Any], str]:
     args = spec.input_model.model_validate_json(canonical_json(action.params))
-    ctx = CallContext(
-        user=run.subject,
-        run_id=str(run.pk),
-        action_id=str(action.pk),
-        idempotency_key=action.idempotency_key,
-        delegation=run.delegation,
-    )
+    ctx = action_context(run, action)
     faults = faults_for(run.faults, action.tool, call_number)
     if spec.meta.readonly or not action.idempotency_key:
         return invoke(spec, ctx, args, faults=faults)
@@ -189,16 +182,9 @@ def _record_outcome(action_id: Any, attempt: int, envelope: dict[str, Any], outc
             enqueue_action(action.pk, countdown=delay)
             return
         if outcome == UNKNOWN_OUTCOME:
-            if run.status in (RunStatus.RUNNING, RunStatus.RECONCILING):
-                run.status = RunStatus.RECONCILING
-                run.save(update_fields=["status", "updated_at"])
-                trace_append(
-                    run=run,
-                    kind="run_reconciling",
-                    action=action,
-                    payload={"key": action.idempotency_key},
-                )
-            enqueue_reconcile(action.pk)
+            run_enter_reconciling(
+                run, action, kind="run_reconciling", payload={"key": action.idempotency_key}
+            )
             return
         if run.status == RunStatus.RECONCILING:  # a reconciliation retry has now ended
             run_resume_if_clear(run, action.turn)

@@ -27,7 +27,7 @@ from agentops.models import (
     RunStatus,
 )
 from agentops.queueing import enqueue_action, enqueue_reconcile, enqueue_step
-from agentops.runs import advance, run_resume_if_clear, still_checking_reply
+from agentops.runs import advance, run_enter_reconciling, run_resume_if_clear, still_checking_reply
 from agentops.trace import trace_append
 
 log = logging.getLogger(__name__)
@@ -132,13 +132,9 @@ def sweep() -> dict[str, int]:
                     "The host reconciles it.",
                 )
                 action.save(update_fields=["status", "result"])
-                if not run.is_terminal:
-                    run.status = RunStatus.RECONCILING
-                    run.save(update_fields=["status", "updated_at"])
-                trace_append(
-                    run=run, kind="lease_expired", action=action, payload={"then": "reconcile"}
+                run_enter_reconciling(
+                    run, action, kind="lease_expired", payload={"then": "reconcile"}
                 )
-                enqueue_reconcile(action.pk)
     for action_id in Action.objects.filter(status=ActionStatus.UNKNOWN_OUTCOME).values_list(
         "pk", flat=True
     ):

@@ -28,7 +28,7 @@ from agentops.models import (
     RunStatus,
 )
 from agentops.planners.base import ModelContext, Observation, Step
-from agentops.queueing import enqueue_action, enqueue_step
+from agentops.queueing import enqueue_action, enqueue_reconcile, enqueue_step
 from agentops.trace import trace_append
 
 log = logging.getLogger(__name__)
@@ -344,6 +344,26 @@ def advance(run_id: Any, turn: int) -> None:
         enqueue_step(run_id, turn + 1)
 
 
+def action_context(run: AgentRun, action: Action) -> CallContext:
+    """Who and what a call of this action runs as: the run's subject, never the model's say."""
+    return CallContext(
+        user=run.subject,
+        run_id=str(run.pk),
+        action_id=str(action.pk),
+        idempotency_key=action.idempotency_key,
+        delegation=run.delegation,
+    )
+
+
+def run_enter_reconciling(run: AgentRun, action: Action, *, kind: str, payload: dict) -> None:
+    """The action's outcome is unknown: no new write in this run until it is settled."""
+    if run.status == RunStatus.RUNNING:
+        run.status = RunStatus.RECONCILING
+        run.save(update_fields=["status", "updated_at"])
+    trace_append(run=run, kind=kind, action=action, payload=payload)
+    enqueue_reconcile(action.pk)
+
+
 def run_resume_if_clear(run: AgentRun, turn: int) -> None:
     if run.actions.filter(
         status__in=[ActionStatus.UNKNOWN_OUTCOME, ActionStatus.NEEDS_HUMAN]
@@ -385,14 +405,7 @@ def _finish_with_verification(run: AgentRun, step: Step) -> None:
     for action in writes:
         spec = registry.get(action.tool)
         receipt = action.result.get("data") or {}
-        ctx = CallContext(
-            user=run.subject,
-            run_id=str(run.pk),
-            action_id=str(action.pk),
-            idempotency_key=action.idempotency_key,
-            delegation=run.delegation,
-        )
-        verdict = spec.verify(receipt, ctx)
+        verdict = spec.verify(receipt, action_context(run, action))
         trace_append(
             run=run,
             kind="verified",

@@ -281,3 +281,34 @@ def test_runs_record_timings(worker, e17):
     for action in run.actions.all():
         assert action.duration_ms is not None and action.started_at <= timezone.now()
     assert isinstance(run.finished_at, datetime)
+
+
+def test_transient_database_error_on_a_read_is_retried_then_succeeds(worker, e17):
+    run = run_start(
+        user=e17,
+        request_text=REQUEST_EN,
+        faults=[{"tool": "find_available_rooms", "kind": "db_error", "calls": [1]}],
+    )
+    run = wait_for_run(run.pk)
+
+    assert run.status == "succeeded", run.reply
+    find = run.actions.get(tool="find_available_rooms")
+    assert find.attempts == 2 and find.status == "succeeded"
+    first = run.events.filter(kind="execution_finished", action=find).first()
+    assert first.payload["outcome"] == "yellow"
+    assert first.payload["result"]["reason"] == "unavailable"
+    assert run.events.filter(kind="retry_scheduled", action=find).count() == 1
+    assert Booking.objects.get().room.code == "R7"
+
+
+def test_a_slow_read_within_its_timeout_is_not_a_timeout(worker, e17):
+    run = run_start(
+        user=e17,
+        request_text=REQUEST_EN,
+        faults=[{"tool": "find_available_rooms", "kind": "delay", "ms": 200}],
+    )
+    run = wait_for_run(run.pk)
+
+    assert run.status == "succeeded", run.reply
+    find = run.actions.get(tool="find_available_rooms")
+    assert find.attempts == 1 and find.duration_ms >= 200
