@@ -1,6 +1,8 @@
-"""The run state machine: start, step (model -> gate -> actions), advance, finish. Executing
-an action is in actions.py, reconciliation and the sweeper in reconcile.py. Each function takes ids, locks what it changes, and is safe to call twice (Celery
-delivers at least once)."""
+"""The run state machine: start, step (model -> gate -> actions), advance, finish.
+
+Executing an action is in actions.py; reconciliation and the sweeper in reconcile.py. Each
+function takes ids, locks what it changes, and is safe to call twice (Celery delivers at least
+once)."""
 
 from __future__ import annotations
 
