@@ -75,7 +75,7 @@ def main() -> int:
                     "config",
                     "worker",
                     "--beat",
-                    "--loglevel=INFO",
+                    "--loglevel=WARNING",
                     "--concurrency=2",
                     "--schedule",
                     str(beat_schedule),
@@ -99,6 +99,13 @@ def main() -> int:
                 env=env,
             )
         )
+        # Print the banner once the web server answers, after the worker's start-up chatter.
+        deadline = time.monotonic() + 30
+        while not devservers.port_open(port, host) and time.monotonic() < deadline:
+            if any(child.poll() is not None for child in children):
+                break
+            time.sleep(0.2)
+        time.sleep(1.0)
         from bookings.demo import USERS, demo_password
 
         logins = "\n".join(f"    {u[0]:<6} {demo_password(u[0])}" for u in USERS)
