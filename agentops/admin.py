@@ -20,4 +20,8 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request, queryset) -> None:
-        queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        """Revoke, and leave an admin log entry per token (a human action is audited)."""
+        for token in queryset.filter(revoked_at__isnull=True):
+            token.revoked_at = timezone.now()
+            token.save(update_fields=["revoked_at"])
+            self.log_change(request, token, "Revoked")

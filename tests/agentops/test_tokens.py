@@ -48,3 +48,23 @@ def test_inactive_users_tokens_do_not_authenticate(e17):
     e17.save()
 
     assert token_authenticate(raw=raw) is None
+
+
+def test_revoking_in_the_admin_is_audited_and_stops_the_token(admin_user, e17):
+    from django.contrib.admin.models import LogEntry
+    from django.test import Client
+
+    raw = issue("e17")
+    token = ApiToken.objects.get()
+    client = Client()
+    client.force_login(admin_user)
+
+    response = client.post(
+        "/admin/agentops/apitoken/",
+        {"action": "revoke", "_selected_action": [token.pk]},
+    )
+
+    assert response.status_code == 302
+    assert token_authenticate(raw=raw) is None
+    entry = LogEntry.objects.get(object_id=str(token.pk))
+    assert entry.user == admin_user and entry.change_message == "Revoked"
