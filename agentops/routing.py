@@ -1,3 +1,9 @@
 from __future__ import annotations
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from agentops.consumers import RunTraceConsumer
+
+websocket_urlpatterns = [
+    path("ws/runs/<uuid:run_id>/", RunTraceConsumer.as_asgi()),
+]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentops.models import ActionStatus, AgentRun
+from agentops.trace import event_json
 
 
 def run_get_for_user(*, run_id: Any, user: Any) -> AgentRun | None:
@@ -13,16 +14,7 @@ def run_get_for_user(*, run_id: Any, user: Any) -> AgentRun | None:
 
 
 def run_as_json(run: AgentRun) -> dict[str, Any]:
-    events = [
-        {
-            "seq": e.seq,
-            "kind": e.kind,
-            "at": e.created_at.isoformat(),
-            "action_id": str(e.action_id or ""),
-            "payload": e.payload,
-        }
-        for e in run.events.order_by("seq")
-    ]
+    events = [event_json(e) for e in run.events.order_by("seq")]
     writes = run.actions.filter(readonly=False, status=ActionStatus.SUCCEEDED).order_by(
         "turn", "call_index"
     )
@@ -44,3 +36,11 @@ def run_as_json(run: AgentRun) -> dict[str, Any]:
         "events": events,
         "bookings": bookings,
     }
+
+
+def run_events_after(*, run_id: Any, after: int, limit: int = 500) -> list[dict[str, Any]]:
+    """Events of a run after sequence number ``after``, in order (what a reconnecting reader missed)."""
+    from agentops.models import TraceEvent
+
+    rows = TraceEvent.objects.filter(run_id=run_id, seq__gt=after).order_by("seq")[:limit]
+    return [event_json(e) for e in rows]
