@@ -4,10 +4,13 @@ a consumer that (re)connects reads what it missed from there."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import logging
+import os
+import threading
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import connection, transaction
 
@@ -30,13 +33,43 @@ def event_json(event: TraceEvent) -> dict[str, Any]:
     }
 
 
+class _Pusher:
+    """One event loop thread per process that sends pushes in the background, so that a commit
+    never waits for Redis and the channel layer keeps one connection pool (a fresh loop per push
+    would open a new connection every time). Started lazily, again after a fork."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pid = 0
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._pid != os.getpid():
+                self._loop, self._pid = asyncio.new_event_loop(), os.getpid()
+                threading.Thread(
+                    target=self._loop.run_forever, name="trace-push", daemon=True
+                ).start()
+            return self._loop
+
+    def send(self, group: str, message: dict[str, Any]) -> None:
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        future = asyncio.run_coroutine_threadsafe(layer.group_send(group, message), self.loop())
+        future.add_done_callback(_log_failure)
+
+
+def _log_failure(future: concurrent.futures.Future) -> None:
+    if future.exception() is not None:  # the stream is lossy by design; readers catch up
+        log.warning("could not push a trace event", exc_info=future.exception())
+
+
+_pusher = _Pusher()
+
+
 def _push(run_id: Any, message: dict[str, Any]) -> None:
-    try:
-        async_to_sync(get_channel_layer().group_send)(
-            run_group(run_id), {"type": "trace.event", "event": message}
-        )
-    except Exception:  # the stream is lossy by design; readers catch up from the database
-        log.warning("could not push trace event of run %s", run_id, exc_info=True)
+    _pusher.send(run_group(run_id), {"type": "trace.event", "event": message})
 
 
 def trace_append(
