@@ -45,7 +45,7 @@ def action_execute(action_id: Any) -> None:
     before the write starts; a duplicate delivery finds it no longer queued and does nothing."""
     with transaction.atomic():
         action = (
-            Action.objects.select_for_update()
+            Action.objects.select_for_update(of=("self",))
             .select_related("run", "run__subject")
             .filter(pk=action_id)
             .first()
@@ -139,7 +139,9 @@ def _backoff_s(attempt: int) -> float:
 
 def _record_outcome(action_id: Any, attempt: int, envelope: dict[str, Any], outcome: str) -> None:
     with transaction.atomic():
-        action = Action.objects.select_for_update().select_related("run").get(pk=action_id)
+        action = (
+            Action.objects.select_for_update(of=("self",)).select_related("run").get(pk=action_id)
+        )
         if action.status != ActionStatus.RUNNING or action.attempts != attempt:
             return  # the sweeper took this attempt over
         run = AgentRun.objects.select_for_update().get(pk=action.run_id)

@@ -47,7 +47,9 @@ def action_reconcile(action_id: Any) -> None:
     spec = registry.get(action.tool)
     lookup = spec.lookup_receipt(action.idempotency_key)
     with transaction.atomic():
-        action = Action.objects.select_for_update().select_related("run").get(pk=action_id)
+        action = (
+            Action.objects.select_for_update(of=("self",)).select_related("run").get(pk=action_id)
+        )
         if action.status != ActionStatus.UNKNOWN_OUTCOME:
             return
         run = AgentRun.objects.select_for_update().get(pk=action.run_id)
@@ -111,7 +113,11 @@ def sweep() -> dict[str, int]:
         status=ActionStatus.RUNNING, lease_expires_at__lt=now
     ).values_list("pk", flat=True):
         with transaction.atomic():
-            action = Action.objects.select_for_update().select_related("run").get(pk=action_id)
+            action = (
+                Action.objects.select_for_update(of=("self",))
+                .select_related("run")
+                .get(pk=action_id)
+            )
             if action.status != ActionStatus.RUNNING or action.lease_expires_at >= now:
                 continue
             counts["expired_leases"] += 1
