@@ -77,7 +77,12 @@ def action_execute(action_id: Any) -> None:
                 "idempotency_key": action.idempotency_key,
             },
         )
-        call_number = sum(run.actions.filter(tool=action.tool).values_list("attempts", flat=True))
+        # Which call of this tool this is, for injected faults only (no query otherwise).
+        call_number = (
+            sum(run.actions.filter(tool=action.tool).values_list("attempts", flat=True))
+            if run.faults
+            else 0
+        )
     envelope, outcome = _execute_call(action, spec, run, call_number)
     _record_outcome(action.pk, action.attempts, envelope, outcome)
 

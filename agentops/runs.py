@@ -147,14 +147,15 @@ def run_cancel(*, run_id: Any, user: Any) -> AgentRun:
 # --- one step: model -> gate -> actions -------------------------------------------------------
 
 
+def _lock_run(run_id: Any) -> AgentRun:
+    """The run row, locked until the caller's transaction ends, with its subject loaded."""
+    return AgentRun.objects.select_for_update(of=("self",)).select_related("subject").get(pk=run_id)
+
+
 def run_step(run_id: Any, turn: int) -> None:
     """Plan turn ``turn`` of the run. A duplicate delivery of the same turn does nothing."""
     with transaction.atomic():
-        run = (
-            AgentRun.objects.select_for_update(of=("self",))
-            .select_related("subject")
-            .get(pk=run_id)
-        )
+        run = _lock_run(run_id)
         if (
             run.status != RunStatus.RUNNING
             or run.actions.filter(status__in=[ActionStatus.QUEUED, ActionStatus.RUNNING]).exists()
@@ -190,11 +191,7 @@ def run_step(run_id: Any, turn: int) -> None:
 
 def _apply_step(run_id: Any, turn: int, step: Step) -> None:
     with transaction.atomic():
-        run = (
-            AgentRun.objects.select_for_update(of=("self",))
-            .select_related("subject")
-            .get(pk=run_id)
-        )
+        run = _lock_run(run_id)
         if (
             run.status != RunStatus.RUNNING
             or run.turn != turn
