@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import timedelta
+from enum import StrEnum
 from typing import Any
 
 from django.db import connection
@@ -12,8 +12,7 @@ from django.utils import timezone
 
 from agentops.contract import canonical_json
 from agentops.models import IdempotencyRecord, IdempotencyStatus
-
-TTL = timedelta(days=7)
+from agentops.runtime.timing import IDEMPOTENCY_TTL
 
 
 def request_digest(*, tool: str, subject_id: int, params: dict[str, Any]) -> str:
@@ -22,9 +21,16 @@ def request_digest(*, tool: str, subject_id: int, params: dict[str, Any]) -> str
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+class ClaimState(StrEnum):
+    OWNER = "owner"  # this call holds the key: make the write
+    REPLAY = "replay"  # the key's call finished: answer its stored response
+    REUSE = "reuse"  # the key was used for other parameters: refuse
+    IN_PROGRESS = "in_progress"  # another call holds the key right now
+
+
 @dataclass(frozen=True)
 class Claim:
-    state: str  # owner | replay | reuse | in_progress
+    state: ClaimState
     response: dict[str, Any] | None = None
 
 
@@ -41,16 +47,16 @@ def idempotency_claim(*, key: str, tool: str, subject_id: int, digest: str) -> C
             ON CONFLICT (key) DO NOTHING
             RETURNING id
             """,
-            [key, tool, subject_id, digest, now, now + TTL],
+            [key, tool, subject_id, digest, now, now + IDEMPOTENCY_TTL],
         )
         if cursor.fetchone() is not None:
-            return Claim("owner")
+            return Claim(ClaimState.OWNER)
     record = IdempotencyRecord.objects.get(key=key)
     if record.request_digest != digest:
-        return Claim("reuse")
+        return Claim(ClaimState.REUSE)
     if record.status == IdempotencyStatus.COMPLETED:
-        return Claim("replay", record.response)
-    return Claim("in_progress")
+        return Claim(ClaimState.REPLAY, record.response)
+    return Claim(ClaimState.IN_PROGRESS)
 
 
 def idempotency_complete(*, key: str, response: dict[str, Any]) -> None:

@@ -48,6 +48,30 @@ class RunStatus(models.TextChoices):
 TERMINAL_RUN_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
 
 
+class RunKind(models.TextChoices):
+    ASSISTANT = "assistant"  # a model plans it, turn by turn
+    DIRECT = "direct"  # one governed call made directly (JSON API, screens, MCP)
+
+
+class RunOutcome(models.TextChoices):
+    """Why a run ended (or why it is waiting)."""
+
+    VERIFIED = "verified"  # every write confirmed by the current environment
+    ANSWERED = "answered"  # a read-only request answered
+    CALL_SUCCEEDED = "call_succeeded"  # a direct call answered green
+    RECONCILED = "reconciled"  # a direct call's unknown outcome was settled
+    REFUSED = "refused"  # a direct call refused by the gate
+    CALL_FAILED = "call_failed"  # a direct call that ran and failed
+    NOT_DONE = "not_done"
+    GAVE_UP = "gave_up"
+    ASK_USER = "ask_user"
+    VERIFICATION_FAILED = "verification_failed"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    LOOP_DETECTED = "loop_detected"
+    MODEL_UNAVAILABLE = "model_unavailable"
+    CANCELLED_BY_USER = "cancelled_by_user"
+
+
 class AgentRun(models.Model):
     """One request of one employee to the assistant. Runtime state: resumable from these rows."""
 
@@ -57,6 +81,7 @@ class AgentRun(models.Model):
     )
     goal = models.TextField()
     language = models.CharField(max_length=8, default="en")
+    kind = models.CharField(max_length=16, choices=RunKind.choices, default=RunKind.ASSISTANT)
     model_name = models.CharField(max_length=32)
     delegation = models.JSONField(default=dict, help_text="Set by the host, never by the model.")
     budgets = models.JSONField(default=dict)
@@ -68,7 +93,7 @@ class AgentRun(models.Model):
         default=list, blank=True, help_text="Steps of the scripted model (tests)."
     )
     status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.RUNNING)
-    outcome = models.CharField(max_length=40, blank=True)
+    outcome = models.CharField(max_length=40, choices=RunOutcome.choices, blank=True)
     reply = models.TextField(blank=True)
     turn = models.PositiveIntegerField(default=0)
     proposals = models.PositiveIntegerField(default=0)
@@ -110,6 +135,42 @@ class ActionStatus(models.TextChoices):
 
 
 OPEN_ACTION_STATUSES = frozenset({ActionStatus.QUEUED, ActionStatus.RUNNING})
+UNSETTLED_ACTION_STATUSES = frozenset({ActionStatus.UNKNOWN_OUTCOME, ActionStatus.NEEDS_HUMAN})
+# A write in these statuses used (or may have used) the run's write allowance.
+WRITE_COUNTING_STATUSES = frozenset(
+    {
+        ActionStatus.WAITING_APPROVAL,
+        ActionStatus.QUEUED,
+        ActionStatus.RUNNING,
+        ActionStatus.SUCCEEDED,
+        ActionStatus.UNKNOWN_OUTCOME,
+        ActionStatus.NEEDS_HUMAN,
+    }
+)
+
+
+class EventKind(models.TextChoices):
+    """Every kind of trace event."""
+
+    RUN_STARTED = "run_started"
+    MODEL_STEP = "model_step"
+    MODEL_ERROR = "model_error"
+    GATE = "gate"
+    PRECHECK_REFUSED = "precheck_refused"
+    EXECUTION_STARTED = "execution_started"
+    EXECUTION_FINISHED = "execution_finished"
+    EXECUTION_SKIPPED = "execution_skipped"
+    RETRY_SCHEDULED = "retry_scheduled"
+    LEASE_EXPIRED = "lease_expired"
+    RUN_WAITING_APPROVAL = "run_waiting_approval"
+    RUN_RECONCILING = "run_reconciling"
+    RECONCILE_LOOKUP = "reconcile_lookup"
+    RECONCILE_RETRY = "reconcile_retry"
+    RECONCILE_NEEDS_HUMAN = "reconcile_needs_human"
+    RUN_RESUMED = "run_resumed"
+    VERIFIED = "verified"
+    BUDGET_EXHAUSTED = "budget_exhausted"
+    RUN_FINISHED = "run_finished"
 
 
 class Action(models.Model):
@@ -171,7 +232,7 @@ class TraceEvent(models.Model):
 
     run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="events")
     seq = models.PositiveIntegerField()
-    kind = models.CharField(max_length=40)
+    kind = models.CharField(max_length=40, choices=EventKind.choices)
     # No index of its own: events are read per run, in order (the unique (run, seq) index).
     action = models.ForeignKey(
         Action,

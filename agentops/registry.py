@@ -1,6 +1,8 @@
-"""The tool registry, filled at start-up from each installed app's ``tools.TOOLS``.
+"""The tool registry, filled at start-up from each installed app's ``tools`` module: its
+``TOOLS`` (tool specs) and, optionally, its ``ASSISTANT`` (how a request becomes a delegation,
+the offline planner, the replies).
 
-The runtime finds tools only here, so it never imports a domain app.
+The runtime finds tools and the assistant only here, so it never imports a domain app.
 """
 
 from __future__ import annotations
@@ -11,15 +13,21 @@ from typing import Any
 from django.apps import apps
 from django.db import connection
 
-from agentops.contract import ToolSpec
+from agentops.contract import Assistant, ToolSpec
 
 _TOOLS: dict[str, ToolSpec] = {}
+_ASSISTANTS: list[Assistant] = []
 
 
 def register(spec: ToolSpec) -> None:
     if spec.name in _TOOLS and _TOOLS[spec.name] is not spec:
         raise ValueError(f"tool {spec.name} is declared twice")
     _TOOLS[spec.name] = spec
+
+
+def register_assistant(assistant: Assistant) -> None:
+    if assistant not in _ASSISTANTS:
+        _ASSISTANTS.append(assistant)
 
 
 def autodiscover() -> None:
@@ -32,6 +40,8 @@ def autodiscover() -> None:
             continue
         for spec in getattr(module, "TOOLS", ()):
             register(spec)
+        if getattr(module, "ASSISTANT", None) is not None:
+            register_assistant(module.ASSISTANT)
 
 
 def get(name: str) -> ToolSpec | None:
@@ -42,7 +52,14 @@ def all_tools() -> list[ToolSpec]:
     return sorted(_TOOLS.values(), key=lambda s: s.name)
 
 
-def user_roles(user: Any) -> set[str]:
+def assistant() -> Assistant:
+    """The assistant of the installed domain app (one per deployment)."""
+    if len(_ASSISTANTS) != 1:
+        raise LookupError(f"expected one assistant, found {len(_ASSISTANTS)}")
+    return _ASSISTANTS[0]
+
+
+def user_roles(user: Any) -> frozenset[str]:
     """The user's groups, read now (never cached: a removed role takes effect at once)."""
     through = user.groups.through._meta.db_table
     with connection.cursor() as cursor:
@@ -54,75 +71,8 @@ def user_roles(user: Any) -> set[str]:
         roles = {name for (name,) in cursor.fetchall()}
     if user.is_superuser:
         roles.add("admins")
-    return roles
+    return frozenset(roles)
 
 
-def visible_to(user: Any) -> list[ToolSpec]:
-    roles = user_roles(user)
+def visible_to(roles: frozenset[str]) -> list[ToolSpec]:
     return [s for s in all_tools() if s.meta.roles & roles]
-
-
-# --- exports ----------------------------------------------------------------------------------
-
-
-def input_schema(spec: ToolSpec) -> dict[str, Any]:
-    return spec.input_model.model_json_schema()
-
-
-def output_schema(spec: ToolSpec) -> dict[str, Any]:
-    return spec.output_model.model_json_schema(mode="serialization")
-
-
-def metadata(spec: ToolSpec) -> dict[str, Any]:
-    m = spec.meta
-    return {
-        "readonly": m.readonly,
-        "side_effect": m.side_effect.value,
-        "enforced_idempotent": m.enforced_idempotent,
-        "estimated_latency_ms": m.estimated_latency_ms,
-        "timeout_ms": int(m.timeout_s * 1000),
-        "max_output_bytes": m.max_output_bytes,
-        "roles": sorted(m.roles),
-    }
-
-
-def openai_function(spec: ToolSpec) -> dict[str, Any]:
-    """An OpenAI function-calling tool definition."""
-    return {
-        "type": "function",
-        "function": {
-            "name": spec.name,
-            "description": spec.description.render(),
-            "parameters": input_schema(spec),
-        },
-    }
-
-
-def mcp_tool(spec: ToolSpec) -> dict[str, Any]:
-    """An MCP tool definition; annotations are derived from the metadata, not written by hand."""
-    m = spec.meta
-    return {
-        "name": spec.name,
-        "title": spec.name.replace("_", " ").capitalize(),
-        "description": spec.description.render(),
-        "inputSchema": input_schema(spec),
-        "outputSchema": output_schema(spec),
-        "annotations": {
-            "readOnlyHint": m.readonly,
-            # MCP's conservative default for any write: the client should confirm.
-            "destructiveHint": not m.readonly,
-            "idempotentHint": m.readonly or m.enforced_idempotent,
-            "openWorldHint": False,
-        },
-    }
-
-
-def describe(spec: ToolSpec) -> dict[str, Any]:
-    """What GET /api/tools shows for one tool."""
-    return {
-        "name": spec.name,
-        "description": spec.description.render(),
-        "input_schema": input_schema(spec),
-        "output_schema": output_schema(spec),
-        "metadata": metadata(spec),
-    }

@@ -1,11 +1,14 @@
 """Celery tasks: ids in, one service call each. Delivery is at least once; the services are
-idempotent (they claim rows by status under a lock)."""
+idempotent (they claim rows by status under a lock). The runtime sends these by name
+(agentops.runtime.queue), so nothing imports this module but Celery."""
 
 from __future__ import annotations
 
 from celery import shared_task
 
-from agentops import actions, reconcile, runs
+from agentops import reconcile, sweeper
+from agentops.execution import recorder
+from agentops.runtime import runs
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
@@ -15,7 +18,7 @@ def run_step_task(run_id: str, turn: int) -> None:
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def execute_action_task(action_id: str) -> None:
-    actions.action_execute(action_id)
+    recorder.action_execute(action_id)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
@@ -25,4 +28,4 @@ def reconcile_action_task(action_id: str) -> None:
 
 @shared_task(acks_late=True)
 def sweep_task() -> dict[str, int]:
-    return reconcile.sweep()
+    return sweeper.sweep()

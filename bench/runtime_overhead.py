@@ -58,6 +58,7 @@ class Slots:
 
 def in_process(calls: int, batch: int) -> dict:
     from agentops.direct import tool_call_direct
+
     from bookings.models import Room, User
     from bookings.services import booking_reserve
 
@@ -143,6 +144,7 @@ def in_process(calls: int, batch: int) -> dict:
 def in_process_read(calls: int) -> dict:
     """The same comparison for a read: find_available_rooms against bookings.selectors.room_search."""
     from agentops.direct import tool_call_direct
+
     from bookings.models import User
     from bookings.selectors import room_search
 
@@ -185,11 +187,11 @@ def _database_url() -> str:
 
 
 def end_to_end(runs_at_1: int, concurrent: int, rounds: int, worker_concurrency: int) -> dict:
+    from agentops.runs import run_start
     from django.conf import settings
 
     from agentops.models import AgentRun
     from agentops.redis_client import get_redis
-    from agentops.runs import run_start
     from bookings.models import User
 
     get_redis().flushdb()

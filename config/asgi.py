@@ -13,7 +13,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-from agentops.routing import websocket_urlpatterns  # noqa: E402
+from agentops.live.routing import websocket_urlpatterns  # noqa: E402
 
 # On a developer's machine the app serves its own static files; behind a proxy in production
 # (SERVE_STATIC=false) the proxy serves `collectstatic`'s output.

@@ -9,5 +9,5 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("bookings.urls")),
-    path("", include("agentops.urls")),
+    path("", include("agentops.api.urls")),
 ]

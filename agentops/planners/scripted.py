@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentops.planners.base import ModelContext, Proposal, Step
+from agentops.contract import ModelContext, Proposal, Step, StepOutcome
 
 
 class ScriptedPlanner:
@@ -16,12 +16,12 @@ class ScriptedPlanner:
 
     def propose(self, ctx: ModelContext) -> Step:
         if ctx.turn > len(self.script):
-            return Step(message="(end of script)", outcome="done")
+            return Step(message="(end of script)", outcome=StepOutcome.DONE)
         step = self.script[ctx.turn - 1]
         return Step(
             proposals=[
                 Proposal(p["tool"], p.get("arguments", {})) for p in step.get("proposals", [])
             ],
             message=step.get("message", ""),
-            outcome=step.get("outcome", "done"),
+            outcome=StepOutcome(step.get("outcome", "done")),
         )

@@ -44,7 +44,7 @@ def _wait_until_idle(timeout: float = 20.0) -> None:
     from celery.worker import state
     from django.conf import settings
 
-    from agentops.execution import release_key
+    from agentops.execution.invoke import release_key
     from agentops.models import AgentRun
     from agentops.redis_client import get_redis
 
@@ -93,7 +93,7 @@ def wait_until(predicate, timeout=30.0, message="condition"):
 
 
 def release_faults(run_id) -> None:
-    from agentops.execution import release_key
+    from agentops.execution.invoke import release_key
     from agentops.redis_client import get_redis
 
     get_redis().set(release_key(str(run_id)), "1", ex=300)

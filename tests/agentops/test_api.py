@@ -13,8 +13,8 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from agentops import registry
-from agentops.direct import tool_call_direct
+from agentops import exports, registry
+from agentops.execution.recorder import call_direct
 from agentops.models import AgentRun, ApiToken, IdempotencyRecord, TraceEvent
 from agentops.redis_client import get_redis
 from agentops.services import token_issue
@@ -90,7 +90,7 @@ def test_listing_tools_with_a_session_shows_the_visible_tools_described(e17):
 
     assert response.status_code == 200
     tools = response.json()["tools"]
-    assert tools == [registry.describe(s) for s in registry.visible_to(e17)]
+    assert tools == [exports.describe(s) for s in registry.visible_to(registry.user_roles(e17))]
     assert {
         "find_available_rooms",
         "reserve_room",
@@ -256,8 +256,9 @@ def test_arguments_that_break_the_schema_are_a_red_invalid_input_and_book_nothin
     assert envelope["hint"]
     assert nothing_booked()
     run = AgentRun.objects.get()  # the refusal's own trace, and nothing else
-    assert (run.status, run.outcome) == ("failed", "invalid_input")
-    assert run.events.get().payload["refusal"] == envelope
+    assert (run.status, run.outcome) == ("failed", "refused")
+    assert [e.kind for e in run.events.order_by("seq")] == ["gate", "run_finished"]
+    assert run.events.get(kind="gate").payload["refusal"] == envelope
 
 
 def test_a_json_value_that_is_not_an_object_is_a_red_invalid_input(e17):
@@ -296,7 +297,7 @@ def test_a_premium_room_through_the_api_is_refused_for_approval_and_writes_nothi
     assert envelope["hint"]
     assert nothing_booked()
     assert Room.objects.get(code="R16").schedule_version == body["expected_version"]
-    event = TraceEvent.objects.get()
+    event = TraceEvent.objects.get(kind="gate")
     assert (event.kind, event.payload["check"], event.payload["refusal"]) == (
         "gate",
         "policy",
@@ -555,7 +556,7 @@ def test_a_scope_with_a_time_window_can_be_given_through_the_api(e17):
 
 
 def test_reading_another_users_run_is_404(e17, e23):
-    tool_call_direct(user=e23, name="find_available_rooms", arguments=find_body())
+    call_direct(user=e23, name="find_available_rooms", arguments=find_body())
     theirs = AgentRun.objects.get(subject=e23)
 
     response = Client().get(run_url(theirs.pk), **bearer(e17))
@@ -587,8 +588,8 @@ def test_reading_own_run_shows_status_reply_ordered_events_and_bookings(e17):
         (3, "execution_finished"),
         (4, "run_finished"),
     ]
-    assert body["bookings"] == [envelope["data"]]
-    assert body["bookings"][0]["booking_id"] == Booking.objects.get().code
+    assert body["receipts"] == [{"tool": "reserve_room", "receipt": envelope["data"]}]
+    assert body["receipts"][0]["receipt"]["booking_id"] == Booking.objects.get().code
 
 
 def test_a_booking_request_runs_to_a_verified_booking(worker, e17):
@@ -607,7 +608,7 @@ def test_a_booking_request_runs_to_a_verified_booking(worker, e17):
 
     assert body["status"] == "succeeded", (body["outcome"], body["reply"])
     booking = Booking.objects.get()
-    assert [b["booking_id"] for b in body["bookings"]] == [booking.code]
+    assert [r["receipt"]["booking_id"] for r in body["receipts"]] == [booking.code]
     assert (booking.room.code, booking.requester, booking.attendees) == ("R7", e17, 3)
     assert booking.code in body["reply"]
     seqs = [e["seq"] for e in body["events"]]

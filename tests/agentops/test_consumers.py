@@ -10,9 +10,9 @@ import pytest
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from agentops.direct import tool_call_direct
+from agentops.execution.recorder import call_direct
 from agentops.models import Action, AgentRun
-from agentops.runs import run_start
+from agentops.runtime.runs import run_start
 from config.asgi import application
 from tests.agentops.conftest import release_faults, wait_until
 from tests.conftest import slot
@@ -46,7 +46,7 @@ async def receive_until(comm: WebsocketCommunicator, kind: str, timeout: float =
 
 
 def finished_run(user) -> AgentRun:
-    tool_call_direct(user=user, name="list_my_bookings", arguments={})
+    call_direct(user=user, name="list_my_bookings", arguments={})
     return AgentRun.objects.get(subject=user)
 
 

@@ -7,9 +7,10 @@ import threading
 import pytest
 from django.db import connection
 
-from agentops import actions, runs
+from agentops.execution import recorder
 from agentops.models import Action, ActionStatus, AgentRun, IdempotencyRecord
-from agentops.runs import run_cancel, run_start
+from agentops.runtime import runs
+from agentops.runtime.runs import run_cancel, run_start
 from bookings.models import Booking, Room
 from bookings.services import booking_cancel, booking_reserve
 from tests.agentops.conftest import release_faults, wait_for_run, wait_until
@@ -138,10 +139,10 @@ def test_duplicate_delivery_of_a_write_executes_once(worker, e17):
     reserve = run.actions.get(tool="reserve_room")
     first = reserve.result
     # Celery redelivers at least once: the same message again does nothing.
-    actions.action_execute(reserve.pk)
+    recorder.action_execute(reserve.pk)
     # A redelivery after a crash finds the key's stored response, not a second write.
     Action.objects.filter(pk=reserve.pk).update(status=ActionStatus.QUEUED)
-    actions.action_execute(reserve.pk)
+    recorder.action_execute(reserve.pk)
     release_faults(run.pk)
     reserve.refresh_from_db()
     assert reserve.status == "succeeded" and reserve.attempts == 2
@@ -171,7 +172,7 @@ def test_concurrent_duplicate_executions_write_once(worker, e17):
     def deliver():
         barrier.wait()
         try:
-            actions.action_execute(action.pk)
+            recorder.action_execute(action.pk)
         finally:
             connection.close()
 
@@ -257,7 +258,7 @@ def test_queued_write_of_a_cancelled_run_is_skipped(worker, e17):
     )
     run_cancel(run_id=run.pk, user=e17)
     release_faults(run.pk)
-    actions.action_execute(write.pk)
+    recorder.action_execute(write.pk)
     write.refresh_from_db()
     assert write.status == "cancelled" and write.attempts == 0
     assert Booking.objects.count() == 0

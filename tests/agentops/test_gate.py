@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from agentops.models import Action, AgentRun, TraceEvent
-from agentops.runs import run_start
+from agentops.runtime.runs import run_start
 from bookings.models import Booking, Room
 from tests.agentops.conftest import wait_for_run
 from tests.conftest import slot

@@ -12,7 +12,7 @@ from typing import Any
 import openai
 import pytest
 
-from agentops.planners.base import ModelContext, Observation, Proposal, Step
+from agentops.contract import ModelContext, Observation, Proposal, Step
 from agentops.planners.openai_adapter import (
     MAX_RESULT_BYTES,
     OpenAIPlanner,

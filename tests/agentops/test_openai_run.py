@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from agentops.runs import run_start
+from agentops.runtime.runs import run_start
 from bookings.models import Booking, Room
 from tests.agentops.conftest import wait_for_run
 from tests.agentops.test_openai_adapter import endpoint, text_reply, tool_calls_reply  # noqa: F401

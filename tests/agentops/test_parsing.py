@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentops.planners.parsing import BookingRequest, Clarification, parse_booking_request
+from bookings.assistant.parsing import BookingRequest, Clarification, parse_booking_request
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 NOW = datetime(2026, 9, 26, 13, 0, tzinfo=SHANGHAI)  # a Saturday

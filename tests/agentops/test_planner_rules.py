@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentops.contract import failure, success
-from agentops.planners.base import ModelContext, Observation, Proposal, Step
-from agentops.planners.rules import RulesPlanner
+from agentops.contract import ModelContext, Observation, Proposal, Step, failure, success
+from bookings.assistant.planner import RulesPlanner
 
 NOW = "2026-09-20T10:00:00+08:00"
 GOAL = "book a room on 2026-09-28 14:00-15:00 for 3 people with a projector"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict
 
-from agentops import registry
+from agentops import exports, registry
 from agentops.contract import (
     ReceiptLookup,
     ReceiptStatus,
@@ -243,41 +243,41 @@ def test_read_tools_are_low_risk():
 
 @pytest.mark.parametrize("spec", registry.all_tools(), ids=lambda s: s.name)
 def test_input_schemas_refuse_extra_properties(spec):
-    schema = registry.input_schema(spec)
+    schema = exports.input_schema(spec)
 
     assert schema["type"] == "object"
     assert schema["additionalProperties"] is False
 
 
 def test_nested_output_models_refuse_extra_properties_too():
-    schema = registry.output_schema(registry.get("find_available_rooms"))
+    schema = exports.output_schema(registry.get("find_available_rooms"))
 
     assert schema["$defs"]["RoomCandidate"]["additionalProperties"] is False
 
 
 @pytest.mark.parametrize("spec", registry.all_tools(), ids=lambda s: s.name)
 def test_the_openai_export_is_a_function_tool(spec):
-    exported = registry.openai_function(spec)
+    exported = exports.openai_function(spec)
 
     assert exported == {
         "type": "function",
         "function": {
             "name": spec.name,
             "description": spec.description.render(),
-            "parameters": registry.input_schema(spec),
+            "parameters": exports.input_schema(spec),
         },
     }
 
 
 @pytest.mark.parametrize("spec", registry.all_tools(), ids=lambda s: s.name)
 def test_the_mcp_export_derives_annotations_from_the_metadata(spec):
-    exported = registry.mcp_tool(spec)
+    exported = exports.mcp_tool(spec)
 
     assert {"name", "description", "inputSchema", "outputSchema", "annotations"} <= set(exported)
     assert exported["name"] == spec.name
     assert exported["description"] == spec.description.render()
-    assert exported["inputSchema"] == registry.input_schema(spec)
-    assert exported["outputSchema"] == registry.output_schema(spec)
+    assert exported["inputSchema"] == exports.input_schema(spec)
+    assert exported["outputSchema"] == exports.output_schema(spec)
     hints = exported["annotations"]
     assert hints["readOnlyHint"] is spec.meta.readonly
     assert hints["destructiveHint"] is (not spec.meta.readonly)
@@ -285,7 +285,7 @@ def test_the_mcp_export_derives_annotations_from_the_metadata(spec):
 
 
 def test_the_mcp_export_marks_reserve_room_as_a_destructive_idempotent_write():
-    hints = registry.mcp_tool(registry.get("reserve_room"))["annotations"]
+    hints = exports.mcp_tool(registry.get("reserve_room"))["annotations"]
 
     assert hints["readOnlyHint"] is False
     assert hints["destructiveHint"] is True
@@ -293,14 +293,14 @@ def test_the_mcp_export_marks_reserve_room_as_a_destructive_idempotent_write():
 
 
 def test_the_mcp_export_marks_find_available_rooms_as_read_only():
-    hints = registry.mcp_tool(registry.get("find_available_rooms"))["annotations"]
+    hints = exports.mcp_tool(registry.get("find_available_rooms"))["annotations"]
 
     assert hints["readOnlyHint"] is True
     assert hints["destructiveHint"] is False
 
 
 def test_metadata_export_states_the_timeout_as_three_times_the_latency():
-    exported = registry.metadata(registry.get("reserve_room"))
+    exported = exports.metadata(registry.get("reserve_room"))
 
     assert exported == {
         "readonly": False,
@@ -315,18 +315,18 @@ def test_metadata_export_states_the_timeout_as_three_times_the_latency():
 
 @pytest.mark.django_db
 def test_an_employee_sees_all_five_booking_tools(e17):
-    assert {s.name for s in registry.visible_to(e17)} >= BOOKING_TOOLS
+    assert {s.name for s in registry.visible_to(registry.user_roles(e17))} >= BOOKING_TOOLS
 
 
 @pytest.mark.django_db
 def test_a_user_without_any_group_sees_no_tools(demo, django_user_model):
     nobody = django_user_model.objects.create_user(username="nogroup", password="x")
 
-    assert registry.visible_to(nobody) == []
+    assert registry.visible_to(registry.user_roles(nobody)) == []
 
 
 @pytest.mark.django_db
 def test_a_superuser_without_groups_counts_as_admin(demo, django_user_model):
     root = django_user_model.objects.create_superuser(username="root", password="x")
 
-    assert {s.name for s in registry.visible_to(root)} >= BOOKING_TOOLS
+    assert {s.name for s in registry.visible_to(registry.user_roles(root))} >= BOOKING_TOOLS

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agentops import reconcile
+from agentops import sweeper
 from agentops.idempotency import idempotency_claim, request_digest
 from agentops.models import IdempotencyRecord
 from bookings.services import booking_reserve
@@ -36,7 +36,7 @@ def test_abandoned_claim_whose_write_committed_replays_the_receipt(e17):
         user=e17, room_code="R7", start_at=start, end_at=end, attendees=2, idempotency_key=key
     ).booking.code
 
-    assert reconcile.sweep()["settled_claims"] == 1
+    assert sweeper.sweep()["settled_claims"] == 1
 
     record = IdempotencyRecord.objects.get(key=key)
     assert record.status == "completed"
@@ -47,7 +47,7 @@ def test_abandoned_claim_whose_write_never_happened_is_released(e17):
     key = f"api:{e17.pk}:died-before-write"
     abandoned_claim(e17, key)
 
-    assert reconcile.sweep()["settled_claims"] == 1
+    assert sweeper.sweep()["settled_claims"] == 1
 
     assert not IdempotencyRecord.objects.filter(key=key).exists()  # a retry with the key runs again
 
@@ -57,5 +57,5 @@ def test_recent_claims_are_left_alone(e17):
     digest = request_digest(tool="reserve_room", subject_id=e17.pk, params={})
     idempotency_claim(key=key, tool="reserve_room", subject_id=e17.pk, digest=digest)
 
-    assert reconcile.sweep()["settled_claims"] == 0
+    assert sweeper.sweep()["settled_claims"] == 0
     assert IdempotencyRecord.objects.get(key=key).status == "in_progress"

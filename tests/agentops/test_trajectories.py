@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from agentops.models import Action, ActionStatus, AgentRun
-from agentops.runs import run_start
+from agentops.runtime.runs import run_start
 from bookings.models import Booking, Room, User
 from bookings.services import booking_reserve
 from tests.agentops.conftest import release_faults, wait_for_run, wait_until

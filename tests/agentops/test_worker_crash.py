@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import connection
 
 from agentops.models import Action
-from agentops.runs import run_start
+from agentops.runtime.runs import run_start
 from bookings.models import Booking
 from tests.agentops.conftest import release_faults, wait_for_run, wait_until
 from tests.conftest import slot

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentops.direct import tool_call_direct
+from agentops.execution.recorder import call_direct
 from bookings.services import booking_reserve
 from tests.conftest import slot
 
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def test_room_notes_reach_the_model_only_as_short_quoted_data(e17):
     start, end = slot(days=3)
-    envelope = tool_call_direct(
+    envelope = call_direct(
         user=e17,
         name="find_available_rooms",
         arguments={
@@ -57,10 +57,10 @@ def test_list_my_bookings_pages_with_a_cursor(e17, e23):
         user=e23, room_code="R2", start_at=start, end_at=end, attendees=1, idempotency_key="other"
     )
 
-    first = tool_call_direct(user=e17, name="list_my_bookings", arguments={})
+    first = call_direct(user=e17, name="list_my_bookings", arguments={})
     assert len(first["data"]["bookings"]) == 10 and first["data"]["has_more"]
     assert first["next_cursor"] == first["data"]["next_cursor"]
-    second = tool_call_direct(
+    second = call_direct(
         user=e17, name="list_my_bookings", arguments={"cursor": first["next_cursor"]}
     )
     assert len(second["data"]["bookings"]) == 2 and not second["data"]["has_more"]
@@ -77,7 +77,7 @@ def test_list_my_bookings_pages_with_a_cursor(e17, e23):
     ],
 )
 def test_list_my_bookings_refuses_bad_paging(e17, arguments, code):
-    envelope = tool_call_direct(user=e17, name="list_my_bookings", arguments=arguments)
+    envelope = call_direct(user=e17, name="list_my_bookings", arguments=arguments)
     assert (envelope["signal"], envelope["reason"], envelope["code"]) == (
         "red",
         "invalid_input",
@@ -91,9 +91,9 @@ def test_get_booking_of_someone_else_reads_as_not_found(e17, e23):
         user=e23, room_code="R7", start_at=start, end_at=end, attendees=2, idempotency_key="theirs"
     ).booking.code
 
-    envelope = tool_call_direct(user=e17, name="get_booking", arguments={"booking_id": code})
+    envelope = call_direct(user=e17, name="get_booking", arguments={"booking_id": code})
     assert (envelope["reason"], envelope["code"]) == ("not_found", "booking_not_found")
-    mine = tool_call_direct(user=e23, name="get_booking", arguments={"booking_id": code})
+    mine = call_direct(user=e23, name="get_booking", arguments={"booking_id": code})
     assert mine["ok"] and mine["data"]["room_id"] == "R7"
 
 

@@ -7,36 +7,9 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from agentops.planners.base import ModelContext, Observation, Proposal, Step
-from agentops.planners.parsing import BookingRequest, parse_booking_request
-
-MESSAGES = {
-    "en": {
-        "no_room": "No room fits {people} people{equipment} for that time. Try another time?",
-        "unverified": "I could not verify availability (the room search did not answer), so I booked nothing.",
-        "search_refused": "The room search was refused: {message}",
-        "refused": "The booking was refused: {message}",
-    },
-    "zh": {
-        "no_room": "该时段没有可容纳 {people} 人{equipment}的会议室，换个时间试试？",
-        "unverified": "无法核实空闲情况（查询会议室超时），本次没有预订。",
-        "search_refused": "查询会议室被拒绝：{message}",
-        "refused": "预订被拒绝：{message}",
-    },
-}
-
-
-EQUIPMENT_ZH = {
-    "projector": "投影",
-    "whiteboard": "白板",
-    "video": "视频会议",
-    "phone": "电话",
-    "display": "显示屏",
-}
-
-
-def _say(language: str, key: str, **kw: Any) -> str:
-    return MESSAGES["zh" if language == "zh" else "en"][key].format(**kw)
+from agentops.contract import ModelContext, Observation, Proposal, Step, StepOutcome
+from bookings.assistant import replies
+from bookings.assistant.parsing import BookingRequest, parse_booking_request
 
 
 class RulesPlanner:
@@ -46,7 +19,7 @@ class RulesPlanner:
         now = datetime.fromisoformat(ctx.now)
         parsed = parse_booking_request(ctx.goal, now=now, tz=now.tzinfo or ZoneInfo("UTC"))
         if not isinstance(parsed, BookingRequest):
-            return Step(message=parsed.question, outcome="ask_user")
+            return Step(message=replies.clarifying_question(parsed), outcome=StepOutcome.ASK_USER)
         search = {
             "start_at": parsed.start_at.isoformat(),
             "end_at": parsed.end_at.isoformat(),
@@ -56,7 +29,7 @@ class RulesPlanner:
         history = ctx.history
         reserves = [o for o in history if o.tool == "reserve_room"]
         if any(o.result.get("ok") for o in reserves):
-            return Step(outcome="done")  # the runtime reports from the verified receipt
+            return Step(outcome=StepOutcome.DONE)  # the runtime reports from the verified receipt
         if not history:
             return Step([Proposal("find_available_rooms", search)])
         last = history[-1]
@@ -64,36 +37,32 @@ class RulesPlanner:
             if last.result.get("reason") == "conflict":
                 return Step([Proposal("find_available_rooms", search)])  # the snapshot is stale
             return Step(
-                message=_say(ctx.language, "refused", message=last.result.get("message", "")),
-                outcome="gave_up",
+                message=replies.booking_refused(ctx.language, last.result.get("message", "")),
+                outcome=StepOutcome.GAVE_UP,
             )
         if last.tool != "find_available_rooms":
-            return Step(outcome="gave_up")
+            return Step(outcome=StepOutcome.GAVE_UP)
         if not last.result.get("ok"):
             failed_reads = sum(
                 1 for o in history if o.tool == "find_available_rooms" and not o.result.get("ok")
             )
             if last.result.get("signal") != "yellow":  # red: retrying cannot help
                 return Step(
-                    message=_say(
-                        ctx.language, "search_refused", message=last.result.get("message", "")
-                    ),
-                    outcome="gave_up",
+                    message=replies.search_refused(ctx.language, last.result.get("message", "")),
+                    outcome=StepOutcome.GAVE_UP,
                 )
             if failed_reads < 2:
                 return Step([Proposal("find_available_rooms", search)])  # one more, bounded
-            return Step(message=_say(ctx.language, "unverified"), outcome="gave_up")
+            return Step(
+                message=replies.search_unverified(ctx.language), outcome=StepOutcome.GAVE_UP
+            )
         pick = self._choose(last, reserves, parsed, ctx.subject.get("department", ""))
         if pick is None:
-            if ctx.language == "zh":
-                equipment = "、".join(EQUIPMENT_ZH.get(e, e) for e in parsed.equipment)
-                suffix = f"、带{equipment}" if equipment else ""
-            else:
-                equipment = ", ".join(parsed.equipment)
-                suffix = f" with {equipment}" if equipment else ""
             return Step(
-                message=_say(ctx.language, "no_room", people=parsed.attendees, equipment=suffix),
-                outcome="gave_up",
+                message=replies.no_room(
+                    ctx.language, people=parsed.attendees, equipment=parsed.equipment
+                ),
+                outcome=StepOutcome.GAVE_UP,
             )
         return Step(
             [

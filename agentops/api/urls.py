@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from agentops import api
+from agentops.api import views as api
 
 app_name = "agentops"
 urlpatterns = [

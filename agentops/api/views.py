@@ -11,9 +11,10 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agentops import registry, selectors
-from agentops.direct import tool_call_direct
-from agentops.runs import run_start
+from agentops import exports, registry, selectors
+from agentops.api.presenters import run_as_json
+from agentops.execution.recorder import call_direct
+from agentops.runtime.runs import RunRateLimited, run_start
 from agentops.services import token_authenticate
 
 MAX_IDEMPOTENCY_KEY = 100
@@ -60,9 +61,8 @@ def _json_body(request) -> tuple[Any, JsonResponse | None]:
 @require_GET
 @api_auth
 def tools_list(request):
-    return JsonResponse(
-        {"tools": [registry.describe(s) for s in registry.visible_to(request.user)]}
-    )
+    roles = registry.user_roles(request.user)
+    return JsonResponse({"tools": [exports.describe(s) for s in registry.visible_to(roles)]})
 
 
 @require_POST
@@ -80,7 +80,7 @@ def tool_call(request, name: str):
             "bad_idempotency_key",
             f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable characters.",
         )
-    envelope = tool_call_direct(user=request.user, name=name, arguments=body, idempotency_key=key)
+    envelope = call_direct(user=request.user, name=name, arguments=body, idempotency_key=key)
     return JsonResponse(envelope)
 
 
@@ -98,6 +98,10 @@ def runs_create(request):
         return _error(400, "invalid_body", 'Send {"request": "<text>"} (optionally "scope").')
     try:
         run = run_start(user=request.user, request_text=body["request"], scope=body.get("scope"))
+    except RunRateLimited as exc:
+        response = _error(429, "rate_limited", "Too many requests this minute; try again soon.")
+        response["Retry-After"] = str(max(1, exc.retry_after_ms // 1000))
+        return response
     except ValueError as exc:
         return _error(400, "invalid_request", str(exc)[:300])
     return JsonResponse({"run_id": str(run.pk), "status": run.status}, status=202)
@@ -109,4 +113,4 @@ def runs_detail(request, run_id):
     run = selectors.run_get_for_user(run_id=run_id, user=request.user)
     if run is None:
         raise Http404
-    return JsonResponse(selectors.run_as_json(run))
+    return JsonResponse(run_as_json(run))

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from agentops.consumers import RunTraceConsumer
+from agentops.live.consumers import RunTraceConsumer
 
 websocket_urlpatterns = [
     path("ws/runs/<uuid:run_id>/", RunTraceConsumer.as_asgi()),

@@ -21,11 +21,11 @@ from django.db import (
 )
 from pydantic import BaseModel
 
-from agentops.contract import UNKNOWN_OUTCOME, CallContext, ToolError, ToolSpec, failure
+from agentops.contract import CallContext, Reason, Signal, ToolError, ToolSpec, failure
 from agentops.redis_client import get_redis
+from agentops.runtime.timing import FAULT_PAUSE_LIMIT_S
 
 _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tool")
-PAUSE_LIMIT_S = 30
 
 
 class LostReceiptError(Exception):
@@ -50,7 +50,7 @@ def faults_for(faults: list[dict[str, Any]], tool: str, call_number: int) -> lis
 
 
 def _wait_for_release(run_id: str) -> None:
-    deadline = time.monotonic() + PAUSE_LIMIT_S
+    deadline = time.monotonic() + FAULT_PAUSE_LIMIT_S
     while not get_redis().exists(release_key(run_id)) and time.monotonic() < deadline:
         time.sleep(0.02)
 
@@ -86,53 +86,53 @@ def _call(
 
 def invoke(
     spec: ToolSpec, ctx: CallContext, args: BaseModel, *, faults: list[dict[str, Any]]
-) -> tuple[dict[str, Any], str]:
-    """Run the tool and return (envelope, outcome); outcome is green, red, yellow or unknown_outcome."""
+) -> tuple[dict[str, Any], Signal]:
+    """Run the tool and return (envelope, signal)."""
     future = _POOL.submit(_call, spec, ctx, args, faults)
     try:
         envelope = future.result(timeout=spec.meta.timeout_s)
     except FutureTimeout:
         if spec.meta.readonly:
             return failure(
-                "timeout",
+                Reason.TIMEOUT,
                 "tool_timeout",
                 f"{spec.name} did not answer within {spec.meta.timeout_s:.1f}s.",
                 "Wait a moment, then try once more.",
-            ), "yellow"
-        return _unknown(spec, "timed out"), UNKNOWN_OUTCOME
+            ), Signal.YELLOW
+        return _unknown(spec, "timed out"), Signal.UNKNOWN
     except TransientDatabaseError as exc:
         return failure(
-            "unavailable", "database_unavailable", str(exc), "Try again shortly.", 200
-        ), "yellow"
+            Reason.UNAVAILABLE, "database_unavailable", str(exc), "Try again shortly.", 200
+        ), Signal.YELLOW
     except LostReceiptError:
-        return _unknown(spec, "lost its response"), UNKNOWN_OUTCOME
+        return _unknown(spec, "lost its response"), Signal.UNKNOWN
     except (OperationalError, InterfaceError) as exc:
         if spec.meta.readonly:
             return failure(
-                "unavailable",
+                Reason.UNAVAILABLE,
                 "database_unavailable",
-                "The booking database did not answer.",
+                "The database did not answer.",
                 "Try again shortly.",
                 200,
-            ), "yellow"
-        return _unknown(spec, f"failed mid-call ({type(exc).__name__})"), UNKNOWN_OUTCOME
+            ), Signal.YELLOW
+        return _unknown(spec, f"failed mid-call ({type(exc).__name__})"), Signal.UNKNOWN
     except DatabaseError:
         raise
     size = len(json.dumps(envelope, default=str).encode())
     if size > spec.meta.max_output_bytes:
         return failure(
-            "output_too_large",
+            Reason.OUTPUT_TOO_LARGE,
             "output_too_large",
             f"{spec.name} returned {size} bytes, over its {spec.meta.max_output_bytes}.",
             "Narrow the query or page with a smaller limit.",
-        ), "red"
-    return envelope, envelope["signal"]
+        ), Signal.RED
+    return envelope, Signal(envelope["signal"])
 
 
 def _unknown(spec: ToolSpec, what: str) -> dict[str, Any]:
     return failure(
-        UNKNOWN_OUTCOME,
-        UNKNOWN_OUTCOME,
+        Reason.UNKNOWN_OUTCOME,
+        "unknown_outcome",
         f"{spec.name} {what}; whether it took effect is unknown.",
         "Do not retry: the host is checking what happened under this call's idempotency key.",
     )

@@ -1,0 +1,1 @@
+"""The JSON API: session or bearer token; identity never comes from the body."""

@@ -1,0 +1,72 @@
+"""The tool contract: the only module of the runtime a domain app imports.
+
+Dependency-free on purpose (pydantic and the standard library only; import-linter keeps Django
+out): tools, the result envelope, receipts, the delegation and the assistant hook.
+"""
+
+from __future__ import annotations
+
+from agentops.contract.delegation import Delegation, RequestReading, ScopeError, ScopeFields
+from agentops.contract.envelope import (
+    Reason,
+    Signal,
+    ToolError,
+    canonical_json,
+    envelope_signal,
+    failure,
+    success,
+)
+from agentops.contract.planning import (
+    Assistant,
+    ModelContext,
+    Observation,
+    Planner,
+    Proposal,
+    ReplyKind,
+    Step,
+    StepOutcome,
+)
+from agentops.contract.tools import (
+    CallContext,
+    Handler,
+    ReceiptLookup,
+    ReceiptStatus,
+    Risk,
+    SideEffect,
+    ToolDescription,
+    ToolMeta,
+    ToolSpec,
+    Verification,
+)
+
+__all__ = [
+    "Assistant",
+    "CallContext",
+    "Delegation",
+    "Handler",
+    "ModelContext",
+    "Observation",
+    "Planner",
+    "Proposal",
+    "Reason",
+    "ReceiptLookup",
+    "ReceiptStatus",
+    "ReplyKind",
+    "RequestReading",
+    "Risk",
+    "ScopeError",
+    "ScopeFields",
+    "SideEffect",
+    "Signal",
+    "Step",
+    "StepOutcome",
+    "ToolDescription",
+    "ToolError",
+    "ToolMeta",
+    "ToolSpec",
+    "Verification",
+    "canonical_json",
+    "envelope_signal",
+    "failure",
+    "success",
+]

@@ -1,0 +1,93 @@
+"""What a model sees, what it may say back, and the hook through which a domain app reads
+requests, plans offline and words replies. A model only proposes; the runtime decides."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Protocol
+
+from agentops.contract.delegation import Delegation, RequestReading
+
+
+class StepOutcome(StrEnum):
+    """How a model sees the end of its work (read only when it proposes nothing)."""
+
+    DONE = "done"
+    GAVE_UP = "gave_up"
+    ASK_USER = "ask_user"
+
+
+@dataclass(frozen=True)
+class Proposal:
+    tool: str
+    arguments: Any  # whatever the model sent: the gate validates it
+
+
+@dataclass(frozen=True)
+class Step:
+    """Either tool proposals, or (with none) a final message and how the model sees the end."""
+
+    proposals: list[Proposal] = field(default_factory=list)
+    message: str = ""
+    outcome: StepOutcome = StepOutcome.DONE
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One earlier call of this run and the envelope it produced (refusals included)."""
+
+    turn: int
+    tool: str
+    arguments: dict[str, Any]
+    result: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelContext:
+    """A small view built per step: never the audit log, never credentials."""
+
+    goal: str
+    language: str
+    now: str
+    subject: dict[str, str]
+    delegation: Delegation
+    tools: list[dict[str, Any]]
+    history: list[Observation]
+    turn: int
+
+
+class Planner(Protocol):
+    name: str
+
+    def propose(self, ctx: ModelContext) -> Step: ...
+
+
+class ReplyKind(StrEnum):
+    """The replies the runtime needs worded; the domain words them."""
+
+    NOTHING_DONE = "nothing_done"  # no write was confirmed; detail: what stood in the way
+    STILL_CHECKING = "still_checking"  # a write's outcome is unknown
+    STOPPED = "stopped"  # the run was stopped early; detail: the outcome
+    CANCELLED = "cancelled"  # the requester cancelled
+
+
+class Assistant(Protocol):
+    """A domain app's side of the assistant, declared next to its tools (``tools.ASSISTANT``)."""
+
+    def read_request(self, text: str, *, now: datetime) -> RequestReading:
+        """The delegation this request grants, its language and what was understood."""
+        ...
+
+    def planner(self) -> Planner:
+        """The offline planner for this domain."""
+        ...
+
+    def reply(self, kind: ReplyKind, *, language: str, detail: str = "") -> str:
+        """A reply to the person, in their language."""
+        ...
+
+    def model_instructions(self) -> list[str]:
+        """The domain's rules for a language model (added to the runtime's own)."""
+        ...

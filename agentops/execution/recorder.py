@@ -1,0 +1,353 @@
+"""The one recorder of governed calls. Every channel (assistant runs through Celery, direct
+calls from the JSON API, screens and MCP) goes through the same three steps, with the same rows
+and trace events:
+
+1. begin: under the run lock, check again that the call may run (deadline, authorization, scope,
+   risk), move it to running and trace it; this commits the pending intent before any write.
+2. call: claim the idempotency key (writes), invoke the tool with its timeout.
+3. finish: under the run lock, record the envelope, settle the key, move the action and let
+   the run go on (next call, next step, reconciliation, or the end of a direct call).
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+from pydantic import BaseModel
+
+from agentops import gate, registry
+from agentops.contract import (
+    CallContext,
+    Delegation,
+    Reason,
+    SideEffect,
+    Signal,
+    ToolError,
+    ToolSpec,
+    canonical_json,
+    failure,
+)
+from agentops.execution.invoke import faults_for, invoke
+from agentops.idempotency import (
+    ClaimState,
+    idempotency_claim,
+    idempotency_complete,
+    idempotency_release,
+    request_digest,
+)
+from agentops.models import (
+    Action,
+    ActionStatus,
+    AgentRun,
+    EventKind,
+    RunKind,
+    RunOutcome,
+    RunStatus,
+)
+from agentops.runtime.locks import lock_action
+from agentops.runtime.proposals import proposal_record
+from agentops.runtime.queue import enqueue_action
+from agentops.runtime.runs import POLICY_VERSION, action_settled, writes_used
+from agentops.runtime.timing import (
+    DIRECT_BUDGETS,
+    LEASE_GRACE,
+    MAX_BACKOFF_S,
+    MAX_YELLOW_RETRIES,
+)
+from agentops.runtime.transitions import action_move, run_move
+from agentops.runtime.verifier import action_context
+from agentops.trace import trace_append
+
+
+@dataclass(frozen=True)
+class Started:
+    run: AgentRun
+    action: Action
+    spec: ToolSpec
+    args: BaseModel
+    ctx: CallContext
+    faults: list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class Called:
+    envelope: dict[str, Any]
+    signal: Signal
+    owns_key: bool = False  # this attempt claimed the idempotency key: it settles it
+
+
+# --- 1. begin ---------------------------------------------------------------------------------
+
+
+def _precheck(run: AgentRun, action: Action, spec: ToolSpec, ctx: CallContext, args: BaseModel):
+    if action.proposal_deadline is not None and timezone.now() >= action.proposal_deadline:
+        return ToolError(
+            Reason.EXPIRED,
+            "proposal_expired",
+            "This call was proposed too long ago to run now.",
+            "Propose it again if it is still wanted.",
+        )
+    writes_before = 0 if spec.meta.readonly else max(0, writes_used(run) - 1)
+    verdict = gate.recheck(
+        spec,
+        args,
+        ctx=ctx,
+        roles=registry.user_roles(run.subject),
+        writes_before=writes_before,
+        approved_risk=SideEffect(action.risk or spec.meta.side_effect),
+    )
+    return verdict.error if verdict is not None else None
+
+
+def begin_locked(run: AgentRun, action: Action, *, recheck: bool = True) -> Started | None:
+    """Start a queued action. The caller holds the run lock. None if it must not run (then it
+    is cancelled or refused, and the run goes on)."""
+    spec = registry.get(action.tool)
+    if run.is_terminal:
+        action_move(action, ActionStatus.CANCELLED)
+        trace_append(
+            run=run,
+            kind=EventKind.EXECUTION_SKIPPED,
+            action=action,
+            payload={"why": "run is terminal"},
+        )
+        return None
+    args = spec.input_model.model_validate_json(canonical_json(action.params))
+    ctx = action_context(run, action)
+    refusal = _precheck(run, action, spec, ctx, args) if recheck else None
+    now = timezone.now()
+    if refusal is not None:
+        action_move(action, ActionStatus.REJECTED, result=refusal.envelope(), finished_at=now)
+        trace_append(
+            run=run,
+            kind=EventKind.PRECHECK_REFUSED,
+            action=action,
+            payload={"tool": action.tool, "refusal": action.result},
+        )
+        action_settled(run, action)
+        return None
+    action_move(
+        action,
+        ActionStatus.RUNNING,
+        started_at=now,
+        attempts=action.attempts + 1,
+        lease_expires_at=now + timedelta(seconds=spec.meta.timeout_s) + LEASE_GRACE,
+    )
+    run.tool_calls += 1
+    run.save(update_fields=["tool_calls", "updated_at"])
+    trace_append(
+        run=run,
+        kind=EventKind.EXECUTION_STARTED,
+        action=action,
+        payload={
+            "tool": action.tool,
+            "attempt": action.attempts,
+            "idempotency_key": action.idempotency_key,
+        },
+    )
+    faults: list[dict[str, Any]] = []
+    if run.faults:  # which call of this tool this is, for injected faults only
+        call_number = sum(run.actions.filter(tool=action.tool).values_list("attempts", flat=True))
+        faults = faults_for(run.faults, action.tool, call_number)
+    return Started(run, action, spec, args, ctx, faults)
+
+
+def action_begin(action_id: Any) -> Started | None:
+    with transaction.atomic():
+        locked = lock_action(action_id)
+        if locked is None or locked[1].status != ActionStatus.QUEUED:
+            return None  # a duplicate delivery, or the sweeper took it over
+        return begin_locked(*locked)
+
+
+# --- 2. call ----------------------------------------------------------------------------------
+
+
+def action_call(started: Started) -> Called:
+    """Invoke the tool; writes under the action's idempotency key. Holds no lock."""
+    run, action, spec = started.run, started.action, started.spec
+    if spec.meta.readonly or not action.idempotency_key:
+        return Called(*invoke(spec, started.ctx, started.args, faults=started.faults))
+    # A run never writes twice for an intent it already holds a confirmed receipt for.
+    done = (
+        run.actions.filter(
+            tool=action.tool, params_digest=action.params_digest, status=ActionStatus.SUCCEEDED
+        )
+        .exclude(pk=action.pk)
+        .first()
+    )
+    if done is not None and run.kind == RunKind.ASSISTANT:
+        return Called(done.result | {"deduplicated_from": str(done.pk)}, Signal.GREEN)
+    digest = request_digest(tool=action.tool, subject_id=run.subject_id, params=action.params)
+    claim = idempotency_claim(
+        key=action.idempotency_key, tool=action.tool, subject_id=run.subject_id, digest=digest
+    )
+    if claim.state == ClaimState.REPLAY:
+        return Called(claim.response, Signal(claim.response["signal"]))
+    if claim.state == ClaimState.REUSE:
+        return Called(
+            failure(
+                Reason.IDEMPOTENCY_KEY_REUSE,
+                "idempotency_key_reuse",
+                "This idempotency key was already used for a different request.",
+                "Use a new key for a new request.",
+            ),
+            Signal.RED,
+        )
+    if claim.state == ClaimState.IN_PROGRESS:
+        if action.attempts > 1:
+            # Our own earlier attempt holds the key and its outcome is unknown: reconcile it.
+            return Called(
+                failure(
+                    Reason.UNKNOWN_OUTCOME,
+                    "unknown_outcome",
+                    "An earlier attempt's outcome is unknown.",
+                    "The host is reconciling.",
+                ),
+                Signal.UNKNOWN,
+            )
+        return Called(
+            failure(
+                Reason.IN_PROGRESS,
+                "in_progress",
+                "A call with this key is still running.",
+                "Retry after a moment with the same key.",
+                500,
+            ),
+            Signal.YELLOW,
+        )
+    return Called(*invoke(spec, started.ctx, started.args, faults=started.faults), owns_key=True)
+
+
+# --- 3. finish --------------------------------------------------------------------------------
+
+
+def _backoff_s(attempt: int) -> float:
+    return min(MAX_BACKOFF_S, 0.05 * 2**attempt) * (0.5 + random.random())  # noqa: S311
+
+
+def finish_locked(run: AgentRun, action: Action, called: Called) -> None:
+    """Record an attempt's envelope. The caller holds the run lock; the action is running."""
+    now = timezone.now()
+    signal = called.signal
+    retry = (
+        signal == Signal.YELLOW
+        and run.kind == RunKind.ASSISTANT
+        and action.attempts <= MAX_YELLOW_RETRIES
+        and not run.is_terminal
+    )
+    to = {
+        Signal.GREEN: ActionStatus.SUCCEEDED,
+        Signal.UNKNOWN: ActionStatus.UNKNOWN_OUTCOME,
+    }.get(signal, ActionStatus.QUEUED if retry else ActionStatus.FAILED)
+    action_move(
+        action,
+        to,
+        result=called.envelope,
+        finished_at=now,
+        duration_ms=int((now - action.started_at).total_seconds() * 1000),
+        lease_expires_at=None,
+    )
+    if called.owns_key:
+        if signal in (Signal.GREEN, Signal.RED):
+            idempotency_complete(key=action.idempotency_key, response=called.envelope)
+        elif signal == Signal.YELLOW:
+            idempotency_release(key=action.idempotency_key)
+    trace_append(
+        run=run,
+        kind=EventKind.EXECUTION_FINISHED,
+        action=action,
+        payload={
+            "tool": action.tool,
+            "attempt": action.attempts,
+            "outcome": signal.value,
+            "duration_ms": action.duration_ms,
+            "result": called.envelope,
+        },
+    )
+    if retry:
+        delay = _backoff_s(action.attempts)
+        trace_append(
+            run=run,
+            kind=EventKind.RETRY_SCHEDULED,
+            action=action,
+            payload={"attempt": action.attempts + 1, "delay_ms": int(delay * 1000)},
+        )
+        enqueue_action(action.pk, countdown=delay)
+    action_settled(run, action)
+
+
+def action_finish(action_id: Any, attempt: int, called: Called) -> None:
+    with transaction.atomic():
+        locked = lock_action(action_id)
+        if locked is None:
+            return
+        run, action = locked
+        if action.status != ActionStatus.RUNNING or action.attempts != attempt:
+            return  # the sweeper took this attempt over
+        finish_locked(run, action, called)
+
+
+def action_execute(action_id: Any) -> None:
+    """Execute one queued action of a run (the Celery task's body)."""
+    started = action_begin(action_id)
+    if started is None:
+        return
+    action_finish(started.action.pk, started.action.attempts, action_call(started))
+
+
+# --- direct calls -----------------------------------------------------------------------------
+
+
+def call_direct(
+    *, user: Any, name: str, arguments: Any, idempotency_key: str | None = None
+) -> dict[str, Any]:
+    """Gate, then execute one call for ``user`` (from the session or token), recorded as a
+    one-action run. Writes carry ``api:<user>:<key>``: the caller's Idempotency-Key, or a fresh
+    one. Returns the envelope; a refusal has written nothing but its records."""
+    roles = registry.user_roles(user)
+    delegation = Delegation(
+        tools=frozenset(s.name for s in registry.visible_to(roles)), max_writes=1
+    )
+    key = f"api:{user.pk}:{idempotency_key or uuid.uuid4().hex}"
+    now = timezone.now()
+    with transaction.atomic():
+        run = AgentRun.objects.create(
+            subject=user,
+            kind=RunKind.DIRECT,
+            goal=f"API call {name}"[:200],
+            model_name="direct",
+            delegation=delegation.to_json(),
+            budgets=DIRECT_BUDGETS.to_json(),
+            policy_version=POLICY_VERSION,
+            deadline=now + timedelta(seconds=DIRECT_BUDGETS.deadline_s),
+            turn=1,
+            proposals=1,
+        )
+        ctx = CallContext(user=user, run_id=str(run.pk), delegation=delegation)
+        _, action = proposal_record(
+            run=run,
+            ctx=ctx,
+            roles=roles,
+            turn=1,
+            index=0,
+            tool=name,
+            arguments=arguments,
+            writes_so_far=0,
+            key=key,
+            approval_allowed=False,
+        )
+        if action.status == ActionStatus.REJECTED:
+            run_move(run, RunStatus.FAILED, outcome=RunOutcome.REFUSED, reply="")
+            return action.result
+        # The gate ran in this same transaction: no second check before the first attempt.
+        started = begin_locked(run, action, recheck=False)
+    called = action_call(started)
+    action_finish(action.pk, started.action.attempts, called)
+    return called.envelope

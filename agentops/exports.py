@@ -1,0 +1,77 @@
+"""Tool definitions for the outside: the JSON API, OpenAI function calling and MCP. Derived
+from each tool's declaration, never written twice; cached per tool (specs are immutable)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from agentops.contract import ToolSpec
+
+
+@functools.cache
+def input_schema(spec: ToolSpec) -> dict[str, Any]:
+    return spec.input_model.model_json_schema()
+
+
+@functools.cache
+def output_schema(spec: ToolSpec) -> dict[str, Any]:
+    return spec.output_model.model_json_schema(mode="serialization")
+
+
+def metadata(spec: ToolSpec) -> dict[str, Any]:
+    m = spec.meta
+    return {
+        "readonly": m.readonly,
+        "side_effect": m.side_effect.value,
+        "enforced_idempotent": m.enforced_idempotent,
+        "estimated_latency_ms": m.estimated_latency_ms,
+        "timeout_ms": int(m.timeout_s * 1000),
+        "max_output_bytes": m.max_output_bytes,
+        "roles": sorted(m.roles),
+    }
+
+
+@functools.cache
+def openai_function(spec: ToolSpec) -> dict[str, Any]:
+    """An OpenAI function-calling tool definition."""
+    return {
+        "type": "function",
+        "function": {
+            "name": spec.name,
+            "description": spec.description.render(),
+            "parameters": input_schema(spec),
+        },
+    }
+
+
+@functools.cache
+def mcp_tool(spec: ToolSpec) -> dict[str, Any]:
+    """An MCP tool definition; annotations are derived from the metadata, not written by hand."""
+    m = spec.meta
+    return {
+        "name": spec.name,
+        "title": spec.name.replace("_", " ").capitalize(),
+        "description": spec.description.render(),
+        "inputSchema": input_schema(spec),
+        "outputSchema": output_schema(spec),
+        "annotations": {
+            "readOnlyHint": m.readonly,
+            # MCP's conservative default for any write: the client should confirm.
+            "destructiveHint": not m.readonly,
+            "idempotentHint": m.readonly or m.enforced_idempotent,
+            "openWorldHint": False,
+        },
+    }
+
+
+@functools.cache
+def describe(spec: ToolSpec) -> dict[str, Any]:
+    """What GET /api/tools shows for one tool."""
+    return {
+        "name": spec.name,
+        "description": spec.description.render(),
+        "input_schema": input_schema(spec),
+        "output_schema": output_schema(spec),
+        "metadata": metadata(spec),
+    }

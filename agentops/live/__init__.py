@@ -1,0 +1,1 @@
+"""The live trace of a run over websockets."""

@@ -1,0 +1,36 @@
+"""The model's view of a run, built per step: small, and never the audit log or credentials."""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from agentops import exports, registry
+from agentops.contract import Delegation, ModelContext, Observation
+from agentops.models import AgentRun
+
+
+def build_context(run: AgentRun) -> ModelContext:
+    user = run.subject
+    delegation = Delegation.from_json(run.delegation)
+    tools = [
+        exports.openai_function(s)
+        for s in registry.visible_to(registry.user_roles(user))
+        if s.name in delegation.tools
+    ]
+    history = [
+        Observation(turn=a.turn, tool=a.tool, arguments=a.params, result=a.result)
+        for a in run.actions.filter(result__isnull=False).order_by("turn", "call_index")
+    ]
+    return ModelContext(
+        goal=run.goal,
+        language=run.language,
+        now=timezone.localtime().isoformat(),
+        subject={
+            "employee_id": getattr(user, "employee_id", "") or "",
+            "department": getattr(user, "department", ""),
+        },
+        delegation=delegation,
+        tools=tools,
+        history=history,
+        turn=run.turn,
+    )

@@ -1,0 +1,38 @@
+"""Fixed-window rate limits per subject, counted in Redis so that every web and worker process
+shares them. The clock is an attribute, so tests move time instead of waiting for it."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from django.conf import settings
+
+from agentops.redis_client import get_redis
+from agentops.runtime.timing import RATE_WINDOW_S
+
+
+class RateLimiter:
+    def __init__(self, *, bucket: str, setting: str, clock: Callable[[], float] = time.time):
+        self.bucket, self.setting, self.clock = bucket, setting, clock
+
+    @property
+    def limit(self) -> int:
+        return int(getattr(settings, self.setting))
+
+    def hit(self, subject_id: int) -> int | None:
+        """Count one use. None if within the limit, else milliseconds until the window ends."""
+        now = self.clock()
+        window = int(now // RATE_WINDOW_S)
+        key = f"agentops:rate:{self.bucket}:{subject_id}:{window}"
+        pipe = get_redis().pipeline(transaction=False)
+        pipe.incr(key)
+        pipe.expire(key, 2 * RATE_WINDOW_S)
+        count, _ = pipe.execute()
+        if count <= self.limit:
+            return None
+        return max(1, int((RATE_WINDOW_S - now % RATE_WINDOW_S) * 1000))
+
+
+tool_calls = RateLimiter(bucket="calls", setting="AGENT_RATE_LIMIT_PER_MINUTE")
+run_starts = RateLimiter(bucket="runs", setting="AGENT_RUN_RATE_LIMIT_PER_MINUTE")

@@ -1,0 +1,105 @@
+"""A proposed call becomes an Action: gated, recorded with its verdict, keyed if it writes.
+
+The same function records the proposals of assistant runs and of direct calls (API, screens,
+MCP), so every governed call has the same rows and the same trace events.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+from agentops import gate
+from agentops.contract import CallContext, Reason, ToolError, canonical_json
+from agentops.models import Action, ActionStatus, AgentRun, EventKind
+from agentops.runtime.transitions import action_create
+from agentops.trace import trace_append
+
+_STATUS = {
+    gate.GateDecision.EXECUTE: ActionStatus.QUEUED,
+    gate.GateDecision.APPROVAL: ActionStatus.WAITING_APPROVAL,
+    gate.GateDecision.REFUSE: ActionStatus.REJECTED,
+    gate.GateDecision.ABORT: ActionStatus.REJECTED,
+}
+
+
+def call_digest(tool: str, arguments: Any) -> str:
+    """The digest of a proposed call as the model sent it (loop detection)."""
+    raw = arguments if isinstance(arguments, dict) else {"_arguments": arguments}
+    return hashlib.sha256(canonical_json({"tool": tool, "params": raw}).encode()).hexdigest()
+
+
+def proposal_record(
+    *,
+    run: AgentRun,
+    ctx: CallContext,
+    roles: frozenset[str],
+    turn: int,
+    index: int,
+    tool: str,
+    arguments: Any,
+    writes_so_far: int,
+    usage: gate.RunUsage | None = None,
+    key: str | None = None,
+    approval_allowed: bool = True,
+) -> tuple[gate.Verdict, Action]:
+    """Gate one proposal and record it as an Action (refused ones too) with a ``gate`` event.
+    The caller holds the run lock. Writes get the host's idempotency key: ``key`` if given,
+    else ``run:turn:index``."""
+    verdict = gate.screen(
+        tool, arguments, ctx=ctx, roles=roles, writes_so_far=writes_so_far, usage=usage
+    )
+    if verdict.decision == gate.GateDecision.APPROVAL and not approval_allowed:
+        verdict = gate.Verdict(
+            gate.GateDecision.REFUSE,
+            gate.GateCheck.POLICY,
+            verdict.spec,
+            verdict.args,
+            verdict.risk,
+            verdict.risk_reasons,
+            ToolError(
+                Reason.FORBIDDEN,
+                "approval_required",
+                f"This call needs a human approval ({'; '.join(verdict.risk_reasons)}).",
+                "Ask the assistant instead: it routes the request to an approver.",
+            ),
+        )
+    spec, args = verdict.spec, verdict.args
+    raw = arguments if isinstance(arguments, dict) else {"_arguments": arguments}
+    params = args.model_dump(mode="json") if args is not None else raw
+    action = Action(
+        run=run,
+        turn=turn,
+        call_index=index,
+        tool=str(tool)[:64],
+        params=params,
+        params_digest=call_digest(tool, arguments),
+        readonly=spec.meta.readonly if spec else True,
+        observed_version=params.get("expected_version") if isinstance(params, dict) else None,
+        risk=verdict.risk.value if verdict.risk else "",
+        risk_reasons=list(verdict.risk_reasons),
+        proposal_deadline=run.deadline,
+    )
+    status = _STATUS[verdict.decision]
+    if status != ActionStatus.REJECTED and spec is not None:
+        if not spec.meta.readonly and spec.meta.enforced_idempotent:
+            action.idempotency_key = key or f"{run.pk}:{turn}:{index}"
+    else:
+        action.result = verdict.error.envelope()
+    action_create(action, status)
+    trace_append(
+        run=run,
+        kind=EventKind.GATE,
+        action=action,
+        payload={
+            "tool": action.tool,
+            "call_index": index,
+            "decision": verdict.decision.value,
+            "check": verdict.check.value,
+            "risk": action.risk,
+            "risk_reasons": action.risk_reasons,
+            "idempotency_key": action.idempotency_key,
+            **({"refusal": action.result} if action.result else {}),
+        },
+    )
+    return verdict, action

@@ -1,0 +1,367 @@
+"""The run life cycle: start, step (model -> gate -> actions), advance, settle, cancel.
+
+Each function takes ids, locks what it changes (runtime.locks), changes status only through
+runtime.transitions, and is safe to call twice (Celery delivers at least once).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
+
+from agentops import gate, ratelimit, registry
+from agentops.contract import (
+    CallContext,
+    Delegation,
+    ReplyKind,
+    ScopeError,
+    Step,
+    canonical_json,
+)
+from agentops.models import (
+    UNSETTLED_ACTION_STATUSES,
+    WRITE_COUNTING_STATUSES,
+    Action,
+    ActionStatus,
+    AgentRun,
+    EventKind,
+    RunKind,
+    RunOutcome,
+    RunStatus,
+)
+from agentops.planners import planner_for
+from agentops.planners.context import build_context
+from agentops.runtime import verifier
+from agentops.runtime.locks import lock_run
+from agentops.runtime.proposals import proposal_record
+from agentops.runtime.queue import enqueue_action, enqueue_reconcile, enqueue_step
+from agentops.runtime.timing import DEFAULT_BUDGETS, Budgets
+from agentops.runtime.transitions import actions_cancel_unstarted, run_move
+from agentops.trace import trace_append
+
+log = logging.getLogger(__name__)
+
+POLICY_VERSION = "2026-11-30.1"
+MAX_REQUEST_CHARS = 2000
+
+
+class RunRateLimited(Exception):  # noqa: N818 -- a refusal, not a failure
+    def __init__(self, retry_after_ms: int) -> None:
+        super().__init__("too many runs started this minute")
+        self.retry_after_ms = retry_after_ms
+
+
+class ScopeIn(BaseModel):
+    """An explicit scope (API, tests). It can only narrow what the request grants."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    tools: list[str] | None = Field(default=None, max_length=50)
+    window: tuple[AwareDatetime, AwareDatetime] | None = None
+    attendees: int | None = Field(default=None, ge=1, le=500)
+    equipment: list[str] = Field(default_factory=list, max_length=10)
+    resource: str | None = Field(default=None, max_length=64)
+    max_writes: int | None = Field(default=None, ge=0, le=5)
+
+
+def _narrowed(delegation: Delegation, scope: dict[str, Any]) -> Delegation:
+    try:
+        given = ScopeIn.model_validate_json(canonical_json(scope))
+        return delegation.narrow(
+            tools=frozenset(given.tools) if given.tools is not None else None,
+            max_writes=given.max_writes,
+            window=given.window,
+            attendees=given.attendees,
+            equipment=frozenset(given.equipment),
+            resource=given.resource,
+        )
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'scope'}: {e['msg']}" for e in exc.errors()[:5]
+        )
+        raise ValueError(f"invalid scope: {problems}") from None
+    except ScopeError as exc:
+        raise ValueError(f"invalid scope: {exc}") from None
+
+
+# --- start and cancel -------------------------------------------------------------------------
+
+
+def run_start(
+    *,
+    user: Any,
+    request_text: str,
+    scope: dict[str, Any] | None = None,
+    model: str | None = None,
+    faults: list[dict[str, Any]] | None = None,
+    script: list[dict[str, Any]] | None = None,
+    budgets: Budgets = DEFAULT_BUDGETS,
+) -> AgentRun:
+    """Create a run for ``user`` (from the session or token) and enqueue its first step.
+
+    Raises ValueError for a request or scope that cannot start a run, RunRateLimited when the
+    user started too many runs this minute (counted before anything is read or written)."""
+    retry_after_ms = ratelimit.run_starts.hit(user.pk)
+    if retry_after_ms is not None:
+        raise RunRateLimited(retry_after_ms)
+    text = (request_text or "").strip()
+    if not text or len(text) > MAX_REQUEST_CHARS or "\x00" in text:
+        raise ValueError(f"request must be 1-{MAX_REQUEST_CHARS} characters of text")
+    reading = registry.assistant().read_request(text, now=timezone.now())
+    delegation = reading.delegation
+    if scope is not None:
+        delegation = _narrowed(delegation, scope)
+    with transaction.atomic():
+        run = AgentRun.objects.create(
+            subject=user,
+            kind=RunKind.ASSISTANT,
+            goal=text,
+            language=reading.language,
+            model_name=model or settings.AGENT_MODEL,
+            delegation=delegation.to_json(),
+            budgets=budgets.to_json(),
+            policy_version=POLICY_VERSION,
+            faults=faults or [],
+            model_script=script or [],
+            deadline=timezone.now() + timedelta(seconds=budgets.deadline_s),
+        )
+        trace_append(
+            run=run,
+            kind=EventKind.RUN_STARTED,
+            payload={
+                "subject": getattr(user, "employee_id", "") or user.pk,
+                "model": run.model_name,
+                "understood": reading.understood,
+                "delegation": run.delegation,
+                "budgets": run.budgets,
+                "policy_version": POLICY_VERSION,
+            },
+        )
+        enqueue_step(run.pk, 1)
+    return run
+
+
+def run_cancel(*, run_id: Any, user: Any) -> AgentRun:
+    with transaction.atomic():
+        run = AgentRun.objects.select_for_update().get(pk=run_id, subject=user)
+        if not run.is_terminal:
+            actions_cancel_unstarted(run)
+            reply = registry.assistant().reply(ReplyKind.CANCELLED, language=run.language)
+            run_move(run, RunStatus.CANCELLED, outcome=RunOutcome.CANCELLED_BY_USER, reply=reply)
+    return run
+
+
+# --- one step: model -> gate -> actions -------------------------------------------------------
+
+
+def writes_used(run: AgentRun) -> int:
+    """Writes that used the run's allowance. A refused or failed write wrote nothing."""
+    return run.actions.filter(readonly=False, status__in=WRITE_COUNTING_STATUSES).count()
+
+
+def run_step(run_id: Any, turn: int) -> None:
+    """Plan turn ``turn`` of the run. A duplicate delivery of the same turn does nothing."""
+    with transaction.atomic():
+        run = lock_run(run_id)
+        if (
+            run.status != RunStatus.RUNNING
+            or run.actions.filter(status__in=[ActionStatus.QUEUED, ActionStatus.RUNNING]).exists()
+        ):
+            return
+        resuming = run.turn == turn and not run.actions.filter(turn=turn).exists()
+        if run.turn != turn - 1 and not resuming:
+            return
+        budgets = Budgets.from_json(run.budgets)
+        if turn > budgets.max_turns or timezone.now() >= run.deadline:
+            trace_append(
+                run=run,
+                kind=EventKind.BUDGET_EXHAUSTED,
+                payload={"turn": turn, "budget": "turns/deadline"},
+            )
+            verifier.finish_unverified(run, RunOutcome.BUDGET_EXHAUSTED)
+            return
+        run.turn = turn
+        run.save(update_fields=["turn", "updated_at"])
+    ctx = build_context(run)
+    try:
+        step = planner_for(run).propose(ctx)
+    except Exception as exc:
+        log.exception("planner failed for run %s", run.pk)
+        with transaction.atomic():
+            run = lock_run(run_id)
+            if run.status == RunStatus.RUNNING:
+                trace_append(
+                    run=run,
+                    kind=EventKind.MODEL_ERROR,
+                    payload={"turn": turn, "error": type(exc).__name__},
+                )
+                verifier.finish_unverified(run, RunOutcome.MODEL_UNAVAILABLE)
+        return
+    _apply_step(run_id, turn, step)
+
+
+def _apply_step(run_id: Any, turn: int, step: Step) -> None:
+    with transaction.atomic():
+        run = lock_run(run_id)
+        if (
+            run.status != RunStatus.RUNNING
+            or run.turn != turn
+            or run.actions.filter(turn=turn).exists()
+        ):
+            return
+        trace_append(
+            run=run,
+            kind=EventKind.MODEL_STEP,
+            payload={
+                "turn": turn,
+                "proposals": [{"tool": p.tool, "arguments": p.arguments} for p in step.proposals],
+                "message": step.message[:500],
+                "outcome": step.outcome.value if not step.proposals else "",
+            },
+        )
+        if not step.proposals:
+            verifier.finish_with_verification(run, step)
+            return
+        user = run.subject
+        roles = registry.user_roles(user)
+        ctx = CallContext(
+            user=user, run_id=str(run.pk), delegation=Delegation.from_json(run.delegation)
+        )
+        budgets = Budgets.from_json(run.budgets)
+        writes_so_far = writes_used(run)
+        waiting = False
+        for index, proposal in enumerate(step.proposals):
+            run.proposals += 1
+            digest_of = proposal
+            usage = gate.RunUsage(
+                budgets=budgets,
+                proposals=run.proposals,
+                tool_calls=run.tool_calls,
+                past_deadline=timezone.now() >= run.deadline,
+                same_calls_before=lambda p=digest_of: _same_calls_before(run, p),
+            )
+            verdict, action = proposal_record(
+                run=run,
+                ctx=ctx,
+                roles=roles,
+                turn=turn,
+                index=index,
+                tool=proposal.tool,
+                arguments=proposal.arguments,
+                writes_so_far=writes_so_far,
+                usage=usage,
+            )
+            if not action.readonly and action.status in WRITE_COUNTING_STATUSES:
+                writes_so_far += 1
+            waiting = waiting or action.status == ActionStatus.WAITING_APPROVAL
+            if verdict.decision == gate.GateDecision.ABORT:
+                run.save(update_fields=["proposals", "updated_at"])
+                verifier.finish_unverified(run, RunOutcome(verdict.error.reason.value))
+                return
+        run.save(update_fields=["proposals", "updated_at"])
+        if waiting:
+            run_move(run, RunStatus.WAITING_APPROVAL, payload={"turn": turn})
+        else:
+            advance_locked(run, turn)
+
+
+def _same_calls_before(run: AgentRun, proposal: Any) -> int:
+    from agentops.runtime.proposals import call_digest
+
+    digest = call_digest(proposal.tool, proposal.arguments)
+    return run.actions.filter(tool=str(proposal.tool)[:64], params_digest=digest).count()
+
+
+# --- moving on --------------------------------------------------------------------------------
+
+
+def advance(run_id: Any, turn: int) -> None:
+    with transaction.atomic():
+        advance_locked(lock_run(run_id), turn)
+
+
+def advance_locked(run: AgentRun, turn: int) -> None:
+    """After a turn's actions change: start the next calls (reads in parallel, writes one at a
+    time), or the next step when all are done. The caller holds the run lock."""
+    if run.status != RunStatus.RUNNING:
+        return
+    actions = list(run.actions.filter(turn=turn))
+    if any(a.status == ActionStatus.RUNNING for a in actions):
+        return
+    queued = [a for a in actions if a.status == ActionStatus.QUEUED]
+    if not queued:
+        enqueue_step(run.pk, turn + 1)
+        return
+    reads = [a for a in queued if a.readonly]
+    for action in reads or queued[:1]:
+        if not action.task_id:
+            action.task_id = "enqueued"
+            action.save(update_fields=["task_id"])
+            enqueue_action(action.pk)
+
+
+def action_settled(run: AgentRun, action: Action) -> None:
+    """An action has finished an attempt (or was refused right before it): continue the run.
+    The caller holds the run lock and has moved the action already."""
+    if action.status == ActionStatus.UNKNOWN_OUTCOME:
+        if run.status == RunStatus.RUNNING:
+            run_move(run, RunStatus.RECONCILING, payload={"key": action.idempotency_key})
+        enqueue_reconcile(action.pk)
+        return
+    if action.status == ActionStatus.QUEUED:  # a retry is scheduled
+        return
+    if run.status == RunStatus.RECONCILING:
+        resume_if_clear(run, action)
+    elif run.kind == RunKind.DIRECT:
+        _finish_direct(run, action)
+    else:
+        advance_locked(run, action.turn)
+
+
+def resume_if_clear(run: AgentRun, action: Action) -> None:
+    """A reconciliation has settled ``action``: resume the run when nothing else is unsettled."""
+    if run.actions.filter(status__in=UNSETTLED_ACTION_STATUSES).exists():
+        return
+    if action.status in (ActionStatus.QUEUED, ActionStatus.RUNNING):
+        return  # a reconciliation retry is on its way
+    if run.kind == RunKind.DIRECT:
+        _finish_direct(run, action, outcome=RunOutcome.RECONCILED)
+        return
+    if run.status == RunStatus.RECONCILING:
+        run_move(run, RunStatus.RUNNING, payload={"turn": action.turn})
+    advance_locked(run, action.turn)
+
+
+def _finish_direct(run: AgentRun, action: Action, outcome: RunOutcome | None = None) -> None:
+    if run.is_terminal:
+        return
+    ok = action.status == ActionStatus.SUCCEEDED
+    if outcome is None:
+        outcome = (
+            RunOutcome.CALL_SUCCEEDED
+            if ok
+            else RunOutcome.REFUSED
+            if action.status == ActionStatus.REJECTED
+            else RunOutcome.CALL_FAILED
+        )
+    run_move(run, RunStatus.SUCCEEDED if ok else RunStatus.FAILED, outcome=outcome, reply="")
+
+
+def still_checking(run: AgentRun) -> str:
+    return registry.assistant().reply(ReplyKind.STILL_CHECKING, language=run.language)
+
+
+__all__ = [
+    "POLICY_VERSION",
+    "RunRateLimited",
+    "action_settled",
+    "advance",
+    "run_cancel",
+    "run_start",
+    "run_step",
+]

@@ -1,0 +1,144 @@
+"""Every status change of a run or an action goes through this module. The allowed moves are
+data (RUN_MOVES, ACTION_MOVES), checked by tests; a move not in the table raises.
+
+Callers hold the row locks (runtime.locks) and are inside a transaction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.utils import timezone
+
+from agentops.models import (
+    Action,
+    ActionStatus,
+    AgentRun,
+    EventKind,
+    RunOutcome,
+    RunStatus,
+)
+from agentops.trace import trace_append
+
+RUN_MOVES: dict[RunStatus, frozenset[RunStatus]] = {
+    RunStatus.RUNNING: frozenset(
+        {
+            RunStatus.WAITING_APPROVAL,
+            RunStatus.RECONCILING,
+            RunStatus.SUCCEEDED,
+            RunStatus.FAILED,
+            RunStatus.CANCELLED,
+        }
+    ),
+    RunStatus.WAITING_APPROVAL: frozenset(
+        {RunStatus.RUNNING, RunStatus.FAILED, RunStatus.CANCELLED}
+    ),
+    RunStatus.RECONCILING: frozenset(
+        {RunStatus.RUNNING, RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
+    ),
+    RunStatus.SUCCEEDED: frozenset(),
+    RunStatus.FAILED: frozenset(),
+    RunStatus.CANCELLED: frozenset(),
+}
+
+# None: the statuses an action may be created in.
+ACTION_MOVES: dict[ActionStatus | None, frozenset[ActionStatus]] = {
+    None: frozenset({ActionStatus.REJECTED, ActionStatus.QUEUED, ActionStatus.WAITING_APPROVAL}),
+    ActionStatus.WAITING_APPROVAL: frozenset(
+        {ActionStatus.QUEUED, ActionStatus.REJECTED, ActionStatus.CANCELLED}
+    ),
+    ActionStatus.QUEUED: frozenset(
+        {ActionStatus.RUNNING, ActionStatus.REJECTED, ActionStatus.CANCELLED}
+    ),
+    ActionStatus.RUNNING: frozenset(
+        {
+            ActionStatus.SUCCEEDED,
+            ActionStatus.FAILED,
+            ActionStatus.QUEUED,  # a transient failure retried, or a read whose worker died
+            ActionStatus.UNKNOWN_OUTCOME,
+        }
+    ),
+    ActionStatus.UNKNOWN_OUTCOME: frozenset(
+        {ActionStatus.SUCCEEDED, ActionStatus.QUEUED, ActionStatus.NEEDS_HUMAN}
+    ),
+    ActionStatus.NEEDS_HUMAN: frozenset(
+        {ActionStatus.SUCCEEDED, ActionStatus.QUEUED, ActionStatus.FAILED}
+    ),
+    ActionStatus.SUCCEEDED: frozenset(),
+    ActionStatus.FAILED: frozenset(),
+    ActionStatus.REJECTED: frozenset(),
+    ActionStatus.CANCELLED: frozenset(),
+}
+
+_RUN_EVENT = {
+    RunStatus.WAITING_APPROVAL: EventKind.RUN_WAITING_APPROVAL,
+    RunStatus.RECONCILING: EventKind.RUN_RECONCILING,
+    RunStatus.RUNNING: EventKind.RUN_RESUMED,
+}
+
+
+class IllegalMoveError(Exception):
+    """A status change the tables do not allow: a bug, never a user error."""
+
+
+def run_move(
+    run: AgentRun,
+    to: RunStatus,
+    *,
+    outcome: RunOutcome | None = None,
+    reply: str | None = None,
+    payload: dict[str, Any] | None = None,
+) -> None:
+    """Move the run to ``to`` and trace it. Terminal moves need an outcome; nothing moves a
+    terminal run."""
+    if to not in RUN_MOVES[RunStatus(run.status)]:
+        raise IllegalMoveError(f"run {run.pk}: {run.status} -> {to}")
+    run.status = to
+    fields = ["status", "updated_at"]
+    if outcome is not None:
+        run.outcome = outcome
+        fields.append("outcome")
+    if reply is not None:
+        run.reply = reply[:2000]
+        fields.append("reply")
+    terminal = to in (RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED)
+    if terminal:
+        if outcome is None:
+            raise IllegalMoveError(f"run {run.pk}: terminal move without an outcome")
+        run.finished_at = timezone.now()
+        fields.append("finished_at")
+    run.save(update_fields=fields)
+    if terminal:
+        event = {"status": to.value, "outcome": run.outcome, "reply": run.reply}
+        trace_append(run=run, kind=EventKind.RUN_FINISHED, payload=event | (payload or {}))
+    else:
+        trace_append(run=run, kind=_RUN_EVENT[to], payload=payload or {})
+
+
+def action_can_move(action: Action, to: ActionStatus) -> bool:
+    return to in ACTION_MOVES[ActionStatus(action.status)]
+
+
+def action_move(action: Action, to: ActionStatus, **fields: Any) -> None:
+    """Move a saved action to ``to``, setting ``fields`` in the same UPDATE."""
+    if not action_can_move(action, to):
+        raise IllegalMoveError(f"action {action.pk}: {action.status} -> {to}")
+    action.status = to
+    for name, value in fields.items():
+        setattr(action, name, value)
+    action.save(update_fields=["status", *fields])
+
+
+def action_create(action: Action, status: ActionStatus) -> Action:
+    """Save a new action in one of the statuses actions are created in."""
+    if status not in ACTION_MOVES[None]:
+        raise IllegalMoveError(f"an action cannot be created {status}")
+    action.status = status
+    action.save(force_insert=True)
+    return action
+
+
+def actions_cancel_unstarted(run: AgentRun) -> int:
+    """Calls of a run that has ended and that have not started never will."""
+    cancellable = [s for s, moves in ACTION_MOVES.items() if s and ActionStatus.CANCELLED in moves]
+    return run.actions.filter(status__in=cancellable).update(status=ActionStatus.CANCELLED)

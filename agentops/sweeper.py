@@ -1,0 +1,156 @@
+"""The sweeper (Celery beat): finds work a dead worker or process left behind. Safe to run any
+time, and twice at once: every change happens under the row locks, by status."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from agentops import registry
+from agentops.contract import Reason, ReceiptStatus, Signal, failure, success
+from agentops.execution.recorder import Called, finish_locked
+from agentops.idempotency import idempotency_complete, idempotency_release
+from agentops.models import (
+    Action,
+    ActionStatus,
+    AgentRun,
+    EventKind,
+    IdempotencyRecord,
+    IdempotencyStatus,
+    RunStatus,
+)
+from agentops.runtime.locks import lock_action
+from agentops.runtime.queue import enqueue_action, enqueue_reconcile, enqueue_step
+from agentops.runtime.runs import advance
+from agentops.runtime.timing import ABANDONED_CLAIM_AFTER, STALE_AFTER
+from agentops.trace import trace_append
+
+log = logging.getLogger(__name__)
+
+
+def sweep() -> dict[str, int]:
+    now = timezone.now()
+    counts = {
+        "expired_leases": _expire_leases(now),
+        "reconciles": 0,
+        "requeued": 0,
+        "steps": 0,
+    }
+    for action_id in Action.objects.filter(status=ActionStatus.UNKNOWN_OUTCOME).values_list(
+        "pk", flat=True
+    ):
+        counts["reconciles"] += 1
+        with transaction.atomic():
+            enqueue_reconcile(action_id)
+    stale = now - STALE_AFTER
+    for action_id in Action.objects.filter(
+        status=ActionStatus.QUEUED,
+        created_at__lt=stale,
+        run__status__in=[RunStatus.RUNNING, RunStatus.RECONCILING],
+    ).values_list("pk", flat=True):
+        counts["requeued"] += 1
+        with transaction.atomic():
+            enqueue_action(action_id)
+    for run in AgentRun.objects.filter(status=RunStatus.RUNNING, updated_at__lt=stale):
+        if run.actions.filter(status__in=[ActionStatus.QUEUED, ActionStatus.RUNNING]).exists():
+            continue
+        counts["steps"] += 1
+        if run.turn == 0 or not run.actions.filter(turn=run.turn).exists():
+            with transaction.atomic():
+                enqueue_step(run.pk, max(run.turn, 1))
+        else:
+            advance(run.pk, run.turn)
+    counts["settled_claims"] = _settle_abandoned_claims(now)
+    IdempotencyRecord.objects.filter(expires_at__lt=now).delete()
+    return counts
+
+
+def _expire_leases(now: datetime) -> int:
+    """A running action whose lease ran out: its worker died. A read runs again; a write's
+    outcome is unknown and goes to reconciliation."""
+    expired = 0
+    for action_id in Action.objects.filter(
+        status=ActionStatus.RUNNING, lease_expires_at__lt=now
+    ).values_list("pk", flat=True):
+        with transaction.atomic():
+            locked = lock_action(action_id)
+            if locked is None:
+                continue
+            run, action = locked
+            if action.status != ActionStatus.RUNNING or action.lease_expires_at >= now:
+                continue
+            expired += 1
+            trace_append(
+                run=run,
+                kind=EventKind.LEASE_EXPIRED,
+                action=action,
+                payload={"then": "requeued" if action.readonly else "reconcile"},
+            )
+            if action.readonly:
+                finish_locked(
+                    run,
+                    action,
+                    Called(
+                        failure(
+                            Reason.UNAVAILABLE,
+                            "worker_lost",
+                            "The worker stopped during this read.",
+                            "It runs again.",
+                        ),
+                        Signal.YELLOW,
+                    ),
+                )
+            else:
+                finish_locked(
+                    run,
+                    action,
+                    Called(
+                        failure(
+                            Reason.UNKNOWN_OUTCOME,
+                            "worker_lost",
+                            "The worker stopped in the middle of this write.",
+                            "The host reconciles it.",
+                        ),
+                        Signal.UNKNOWN,
+                    ),
+                )
+    return expired
+
+
+def _settle_abandoned_claims(now: datetime) -> int:
+    """A direct call whose process died mid-write leaves its in-progress claim: settle it from
+    the tool's receipt lookup, so a retry with the same key replays or runs again."""
+    settled = 0
+    stale = IdempotencyRecord.objects.filter(
+        status=IdempotencyStatus.IN_PROGRESS, created_at__lt=now - ABANDONED_CLAIM_AFTER
+    )
+    for record in stale:
+        if (
+            Action.objects.filter(idempotency_key=record.key)
+            .exclude(
+                status__in=[
+                    ActionStatus.SUCCEEDED,
+                    ActionStatus.FAILED,
+                    ActionStatus.REJECTED,
+                    ActionStatus.CANCELLED,
+                ]
+            )
+            .exists()
+        ):
+            continue  # a run's action owns it: its own reconciliation settles it
+        spec = registry.get(record.tool)
+        if spec is None or spec.lookup_receipt is None:
+            continue
+        lookup = spec.lookup_receipt(record.key)
+        if lookup.status == ReceiptStatus.FOUND:
+            idempotency_complete(key=record.key, response=success(lookup.receipt))
+        elif lookup.status == ReceiptStatus.ABSENT:
+            idempotency_release(key=record.key)
+        else:
+            continue
+        log.warning("settled abandoned idempotency claim %s: %s", record.key, lookup.status.value)
+        settled += 1
+    return settled

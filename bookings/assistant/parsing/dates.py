@@ -1,0 +1,157 @@
+"""The day a request names: absolute, relative (tomorrow, 后天), weekdays (周五, next Friday)."""
+
+from __future__ import annotations
+
+import re
+from datetime import date, timedelta
+
+from bookings.assistant.parsing.text import blank
+
+# --- dates ----------------------------------------------------------------------------------
+
+_MONTHS = {
+    "jan": 1,
+    "feb": 2,
+    "mar": 3,
+    "apr": 4,
+    "may": 5,
+    "jun": 6,
+    "jul": 7,
+    "aug": 8,
+    "sep": 9,
+    "oct": 10,
+    "nov": 11,
+    "dec": 12,
+}
+_MONTH = (
+    r"(?P<month>jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+    r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\b\.?"
+)
+_ORDINAL = r"(?:st|nd|rd|th)?"
+_YEAR_MONTH_DAY = re.compile(
+    r"(?<!\d)(?P<year>\d{4})\s*(?:年\s*(?P<zm>\d{1,2})\s*月\s*(?P<zd>\d{1,2})\s*[日号]?"
+    r"|[-/.]\s*(?P<month>\d{1,2})\s*[-/.]\s*(?P<day>\d{1,2})(?!\d))"
+)
+_DAY_MONTH_NAME = re.compile(
+    rf"(?<![\d:.])(?P<day>\d{{1,2}}){_ORDINAL}\s*(?:of\s+)?{_MONTH}(?:,?\s*(?P<year>\d{{4}})(?!\d))?"
+)
+_MONTH_NAME_DAY = re.compile(
+    rf"\b{_MONTH}\s*(?P<day>\d{{1,2}}){_ORDINAL}(?!\d)(?:,?\s*(?P<year>\d{{4}})(?!\d))?"
+)
+_ZH_MONTH_DAY = re.compile(r"(?<!\d)(?P<month>\d{1,2})\s*月\s*(?P<day>\d{1,2})\s*(?:[日号]|(?!\d))")
+_NUMERIC_MONTH_DAY = re.compile(
+    r"(?<![\d/:.])(?P<a>\d{1,2})/(?P<b>\d{1,2})(?:/(?P<year>\d{4}|\d{2}))?(?![\d/:])"
+)
+_RELATIVE_DAYS = (
+    (re.compile(r"\b(?:the\s+)?day\s+after\s+tomorrow\b"), 2),
+    (re.compile(r"\b(?:tomorrow|tmrw|tmr)\b"), 1),
+    (re.compile(r"\b(?:today|tonight)\b|\bthis\s+(?=morning|afternoon|evening)"), 0),
+    (re.compile(r"大后天"), 3),
+    (re.compile(r"后天"), 2),
+    (re.compile(r"明天|明日|明(?=[早晚])"), 1),
+    (re.compile(r"今天|今日|今(?=[早晚])"), 0),
+)
+_EN_WEEKDAYS = {
+    "mon": 0,
+    "tue": 1,
+    "wed": 2,
+    "thu": 3,
+    "fri": 4,
+    "sat": 5,
+    "sun": 6,
+}
+_EN_WEEKDAY = re.compile(
+    r"\b(?:(?P<which>next|this|coming|on)\s+)?"
+    r"(?P<name>mon|tue|wed|thu|fri|sat|sun)(?:day|s|sday|nesday|rsday|r|rs|urday)?\b"
+)
+_ZH_WEEKDAY = re.compile(
+    r"(?P<which>下下个?|下个?|这个?|本)?\s*(?:周|星期|礼拜)\s*(?P<name>[一二三四五六日天1-7])"
+)
+_ZH_WEEKDAYS = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
+_DAY_OF_MONTH = re.compile(
+    r"\b(?:on\s+)?the\s+(?P<day>\d{1,2})(?:st|nd|rd|th)\b"
+    r"|(?<![\d月])(?P<zday>\d{1,2})\s*[号日](?!\s*(?:会议室|房|楼|室|门|厅))"
+)
+
+
+def extract_date(s: str, today: date) -> tuple[date | None, str]:
+    """Find the first date, absolute forms before relative ones, and blank it out of ``s``."""
+    for pattern in (_YEAR_MONTH_DAY, _DAY_MONTH_NAME, _MONTH_NAME_DAY, _ZH_MONTH_DAY):
+        match = pattern.search(s)
+        if match is None:
+            continue
+        parts = match.groupdict()
+        month = parts.get("month") or parts.get("zm") or ""
+        month_number = _MONTHS[month[:3]] if month.isalpha() else int(month)
+        day = int(parts.get("day") or parts.get("zd") or 0)
+        if parts.get("year"):
+            return _safe_date(int(parts["year"]), month_number, day), blank(s, match)
+        return _upcoming(today, month_number, day), blank(s, match)
+
+    match = _NUMERIC_MONTH_DAY.search(s)
+    if match is not None:
+        a, b = int(match["a"]), int(match["b"])
+        month_number, day = (a, b) if a <= 12 else (b, a)  # 28/9 can only be day/month
+        if match["year"]:
+            year = int(match["year"])
+            year += 2000 if year < 100 else 0
+            return _safe_date(year, month_number, day), blank(s, match)
+        return _upcoming(today, month_number, day), blank(s, match)
+
+    for pattern, offset in _RELATIVE_DAYS:
+        match = pattern.search(s)
+        if match is not None:
+            return today + timedelta(days=offset), blank(s, match)
+
+    match = _ZH_WEEKDAY.search(s)
+    if match is not None:
+        name = match["name"]
+        weekday = int(name) - 1 if name.isdigit() else _ZH_WEEKDAYS[name]
+        which = (match["which"] or "").rstrip("个")
+        monday = today - timedelta(days=today.weekday())
+        if which in ("下", "下下"):
+            weeks = 1 if which == "下" else 2
+            return monday + timedelta(weeks=weeks, days=weekday), blank(s, match)
+        if which in ("这", "本"):
+            return monday + timedelta(days=weekday), blank(s, match)
+        return _next_weekday(today, weekday, earliest=1), blank(s, match)
+
+    match = _EN_WEEKDAY.search(s)
+    if match is not None:
+        earliest = 0 if match["which"] == "this" else 1
+        weekday = _EN_WEEKDAYS[match["name"]]
+        return _next_weekday(today, weekday, earliest=earliest), blank(s, match)
+
+    match = _DAY_OF_MONTH.search(s)
+    if match is not None:
+        day = int(match["day"] or match["zday"])
+        for months_ahead in range(12):
+            month_index = today.month - 1 + months_ahead
+            candidate = _safe_date(today.year + month_index // 12, month_index % 12 + 1, day)
+            if candidate is not None and candidate >= today:
+                return candidate, blank(s, match)
+        return None, blank(s, match)
+    return None, s
+
+
+def _safe_date(year: int, month: int, day: int) -> date | None:
+    try:
+        return date(year, month, day)
+    except ValueError:
+        return None
+
+
+def _upcoming(today: date, month: int, day: int) -> date | None:
+    """The first ``month``/``day`` on or after ``today``; None if it never exists."""
+    for year in range(today.year, today.year + 9):
+        candidate = _safe_date(year, month, day)
+        if candidate is not None and candidate >= today:
+            return candidate
+    return None
+
+
+def _next_weekday(today: date, weekday: int, *, earliest: int) -> date:
+    ahead = (weekday - today.weekday()) % 7
+    if ahead < earliest:
+        ahead += 7
+    return today + timedelta(days=ahead)

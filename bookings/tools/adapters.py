@@ -1,0 +1,106 @@
+"""The adapter side of the write tools (seed 002): what happened under a key, does a receipt
+still hold, how to undo it, how risky a call is, and how to tell the person."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentops.contract import (
+    CallContext,
+    ReceiptLookup,
+    ReceiptStatus,
+    Risk,
+    SideEffect,
+    Verification,
+)
+from bookings import selectors, services
+from bookings.assistant import replies
+from bookings.models import Booking, BookingStatus
+from bookings.tools.handlers import booking_out
+from bookings.tools.schemas import BookingOut, BookingRef, ReserveRoomInput
+
+# --- reconciliation side of the write tools ---------------------------------------------------
+
+
+def _receipt_of(booking: Booking) -> dict[str, Any]:
+    return BookingOut.model_validate(booking_out(booking)).model_dump(mode="json")
+
+
+def reserve_lookup_receipt(key: str) -> ReceiptLookup:
+    booking = selectors.booking_lookup_receipt(idempotency_key=key)
+    if booking is None:
+        return ReceiptLookup(ReceiptStatus.ABSENT, detail="no booking carries this key")
+    return ReceiptLookup(ReceiptStatus.FOUND, _receipt_of(booking) | {"replayed": False})
+
+
+def reserve_verify(receipt: dict[str, Any], ctx: CallContext) -> Verification:
+    """Does the booking still hold now, for this subject and within the delegation?"""
+    booking = (
+        selectors.booking_get_by_key(idempotency_key=ctx.idempotency_key)
+        if ctx.idempotency_key
+        else None
+    )
+    if booking is None or booking.code != receipt.get("booking_id"):
+        return Verification(False, "no booking with this receipt's code and key")
+    if booking.status != BookingStatus.CONFIRMED:
+        return Verification(False, f"{booking.code} is {booking.status}")
+    if booking.requester_id != ctx.user.pk:
+        return Verification(False, f"{booking.code} belongs to someone else")
+    if booking.room.code != receipt.get("room_id"):
+        return Verification(False, "room differs from the receipt")
+    delegation = ctx.delegation
+    if delegation.window is not None:
+        lo, hi = delegation.window
+        if booking.during.lower < lo or booking.during.upper > hi:
+            return Verification(False, "booking lies outside the delegated time window")
+    if delegation.attendees and booking.attendees != delegation.attendees:
+        return Verification(False, "attendees differ from the delegation")
+    if delegation.resource and booking.room.code != delegation.resource:
+        return Verification(False, f"{booking.room.code} is not the room the user asked for")
+    return Verification(True, f"{booking.code} confirmed in {booking.room.code}")
+
+
+def reserve_compensate(receipt: dict[str, Any], ctx: CallContext) -> Any:
+    return services.booking_cancel(user=ctx.user, booking_code=receipt["booking_id"])
+
+
+def cancel_lookup_receipt(key: str) -> ReceiptLookup:
+    # Cancelling is naturally idempotent: the booking's status is the receipt.
+    return ReceiptLookup(ReceiptStatus.UNKNOWN, detail="look the booking up by its code")
+
+
+def cancel_verify(receipt: dict[str, Any], ctx: CallContext) -> Verification:
+    booking = Booking.objects.filter(code=receipt.get("booking_id")).first()
+    if booking is None:
+        return Verification(False, "booking not found")
+    return Verification(
+        booking.status == BookingStatus.CANCELLED, f"{booking.code} is {booking.status}"
+    )
+
+
+def reserve_summarize(receipt: dict[str, Any], language: str) -> str:
+    return replies.booked(receipt, language)
+
+
+def cancel_summarize(receipt: dict[str, Any], language: str) -> str:
+    return replies.cancelled(receipt, language)
+
+
+def reserve_risk(ctx: CallContext, args: ReserveRoomInput) -> Risk:
+    facts = selectors.room_policy_facts(code=args.room_id)
+    reasons = []
+    if facts is not None:
+        requires_approval, department = facts
+        if requires_approval:
+            reasons.append(f"{args.room_id} is a premium room that needs approval")
+        dept = getattr(ctx.user, "department", "")
+        if dept and department != dept:
+            reasons.append(f"{args.room_id} belongs to {department}, not {dept}")
+    return Risk(SideEffect.HIGH if reasons else SideEffect.MEDIUM, tuple(reasons))
+
+
+def cancel_risk(ctx: CallContext, args: BookingRef) -> Risk:
+    booking = Booking.objects.filter(code=args.booking_id).only("requester_id").first()
+    if booking is not None and booking.requester_id != ctx.user.pk:
+        return Risk(SideEffect.HIGH, ("cancels another employee's booking",))
+    return Risk(SideEffect.MEDIUM)

@@ -1,0 +1,143 @@
+"""The booking tools' handlers: parse -> booking service/selector -> envelope."""
+
+from __future__ import annotations
+
+import functools
+import re
+from datetime import datetime
+from typing import Any
+
+from agentops.contract import CallContext, Reason, ToolError, success
+from bookings import selectors, services
+from bookings.errors import BookingError
+from bookings.models import Booking
+from bookings.tools.schemas import (
+    BookingOut,
+    BookingRef,
+    FindAvailableRoomsInput,
+    FindAvailableRoomsOutput,
+    ListMyBookingsInput,
+    ListMyBookingsOutput,
+    ReserveRoomInput,
+    ReserveRoomOutput,
+)
+
+NOTES_MAX = 80
+MAX_CANDIDATES = 10
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+
+def _quote(notes: str) -> str:
+    text = re.sub(r"\s+", " ", re.sub(r"[\x00-\x1f\x7f]", " ", notes)).strip()
+    if len(text) > NOTES_MAX:
+        text = text[: NOTES_MAX - 1] + "…"
+    return f'"{text}"' if text else ""
+
+
+def booking_out(b: Booking, room_code: str | None = None) -> dict[str, Any]:
+    return {
+        "booking_id": b.code,
+        "room_id": room_code or b.room.code,
+        "start_at": b.during.lower,
+        "end_at": b.during.upper,
+        "attendees": b.attendees,
+        "status": b.status,
+    }
+
+
+def _domain_errors(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except BookingError as exc:
+            raise ToolError(exc.reason, exc.code, exc.message, exc.hint) from exc
+
+    return wrapper
+
+
+# --- handlers ---------------------------------------------------------------------------------
+
+
+@_domain_errors
+def find_available_rooms(ctx: CallContext, args: FindAvailableRoomsInput) -> dict[str, Any]:
+    found = selectors.room_search(
+        start_at=args.start_at,
+        end_at=args.end_at,
+        attendees=args.attendees,
+        equipment=args.equipment,
+    )
+    observed_at = found[0].observed_at if found else datetime.now().astimezone()
+    rooms = [
+        {
+            "room_id": a.room.code,
+            "name": a.room.name,
+            "capacity": a.room.capacity,
+            "equipment": a.room.equipment,
+            "floor": a.room.floor,
+            "department": a.room.department,
+            "requires_approval": a.room.requires_approval,
+            "version": a.version,
+            "notes_quote": _quote(a.room.notes),
+        }
+        for a in found[:MAX_CANDIDATES]
+    ]
+    data = {"rooms": rooms, "observed_at": observed_at, "truncated": len(found) > MAX_CANDIDATES}
+    return success(
+        FindAvailableRoomsOutput.model_validate(data).model_dump(mode="json"),
+        observed_at=observed_at,
+    )
+
+
+@_domain_errors
+def reserve_room(ctx: CallContext, args: ReserveRoomInput) -> dict[str, Any]:
+    attendees = args.attendees or ctx.delegation.attendees
+    if attendees is None:
+        raise ToolError(
+            Reason.INVALID_INPUT,
+            "attendees_required",
+            "attendees is required: the request did not say how many people.",
+            "Pass attendees (1-500).",
+        )
+    res = services.booking_reserve(
+        user=ctx.user,
+        room_code=args.room_id,
+        start_at=args.start_at,
+        end_at=args.end_at,
+        attendees=attendees,
+        equipment=args.equipment,
+        expected_version=args.expected_version,
+        idempotency_key=ctx.idempotency_key,
+        run_id=ctx.run_id,
+        action_id=ctx.action_id,
+    )
+    data = booking_out(res.booking, res.room_code) | {"replayed": res.replayed}
+    return success(ReserveRoomOutput.model_validate(data).model_dump(mode="json"))
+
+
+@_domain_errors
+def cancel_booking(ctx: CallContext, args: BookingRef) -> dict[str, Any]:
+    booking = services.booking_cancel(user=ctx.user, booking_code=args.booking_id)
+    return success(BookingOut.model_validate(booking_out(booking)).model_dump(mode="json"))
+
+
+@_domain_errors
+def get_booking(ctx: CallContext, args: BookingRef) -> dict[str, Any]:
+    booking = selectors.booking_get(user=ctx.user, code=args.booking_id)
+    return success(BookingOut.model_validate(booking_out(booking)).model_dump(mode="json"))
+
+
+@_domain_errors
+def list_my_bookings(ctx: CallContext, args: ListMyBookingsInput) -> dict[str, Any]:
+    page = selectors.booking_list_for_user(user=ctx.user, limit=args.limit, cursor=args.cursor)
+    data = {
+        "bookings": [booking_out(b) for b in page.items],
+        "next_cursor": page.next_cursor,
+        "has_more": page.has_more,
+    }
+    return success(
+        ListMyBookingsOutput.model_validate(data).model_dump(mode="json"),
+        next_cursor=page.next_cursor,
+    )

@@ -1,0 +1,86 @@
+"""Every status change goes through runtime.transitions; the allowed moves are this table."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentops.models import ActionStatus, RunStatus
+from agentops.runtime.transitions import (
+    ACTION_MOVES,
+    RUN_MOVES,
+    IllegalMoveError,
+    action_move,
+    run_move,
+)
+
+TERMINAL_RUN = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
+TERMINAL_ACTION = {
+    ActionStatus.SUCCEEDED,
+    ActionStatus.FAILED,
+    ActionStatus.REJECTED,
+    ActionStatus.CANCELLED,
+}
+
+
+def test_the_run_table_names_every_status_and_terminal_runs_never_move():
+    assert set(RUN_MOVES) == set(RunStatus)
+    for status in TERMINAL_RUN:
+        assert RUN_MOVES[status] == frozenset()
+    for status in set(RunStatus) - TERMINAL_RUN:
+        assert RUN_MOVES[status] & TERMINAL_RUN, f"{status} can never end"
+
+
+def test_a_waiting_run_cannot_jump_to_succeeded_without_running_again():
+    assert RunStatus.SUCCEEDED not in RUN_MOVES[RunStatus.WAITING_APPROVAL]
+
+
+def test_the_action_table_names_every_status_and_terminal_actions_never_move():
+    assert set(ACTION_MOVES) - {None} == set(ActionStatus)
+    for status in TERMINAL_ACTION:
+        assert ACTION_MOVES[status] == frozenset()
+
+
+def test_actions_are_created_only_refused_queued_or_waiting():
+    assert ACTION_MOVES[None] == {
+        ActionStatus.REJECTED,
+        ActionStatus.QUEUED,
+        ActionStatus.WAITING_APPROVAL,
+    }
+
+
+def test_an_unknown_outcome_is_never_failed_without_a_human():
+    assert ActionStatus.FAILED not in ACTION_MOVES[ActionStatus.UNKNOWN_OUTCOME]
+    assert ActionStatus.FAILED in ACTION_MOVES[ActionStatus.NEEDS_HUMAN]
+
+
+def test_a_write_is_reconciled_only_from_running():
+    sources = {s for s, moves in ACTION_MOVES.items() if ActionStatus.UNKNOWN_OUTCOME in moves}
+    assert sources == {ActionStatus.RUNNING}
+
+
+class _Row:
+    """A stand-in row: the move must raise before anything is saved."""
+
+    pk = "x"
+
+    def __init__(self, status):
+        self.status = status
+
+    def save(self, **kwargs):
+        raise AssertionError("an illegal move must not save")
+
+
+@pytest.mark.parametrize("status", sorted(TERMINAL_RUN))
+def test_moving_a_terminal_run_raises_and_saves_nothing(status):
+    with pytest.raises(IllegalMoveError, match="->"):
+        run_move(_Row(status), RunStatus.RUNNING)
+
+
+def test_moving_a_succeeded_action_raises_and_saves_nothing():
+    with pytest.raises(IllegalMoveError, match="succeeded -> queued"):
+        action_move(_Row(ActionStatus.SUCCEEDED), ActionStatus.QUEUED)
+
+
+def test_a_terminal_run_move_needs_an_outcome():
+    with pytest.raises(IllegalMoveError, match="without an outcome"):
+        run_move(_Row(RunStatus.RUNNING), RunStatus.FAILED)
