@@ -11,10 +11,10 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from accounts.services import token_authenticate
 from agentops import registry, selectors
 from agentops.direct import tool_call_direct
 from agentops.runs import run_start
-from agentops.services import token_authenticate
 
 MAX_IDEMPOTENCY_KEY = 100
 

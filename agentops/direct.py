@@ -15,7 +15,8 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
-from agentops import gate, registry
+from accounts.selectors import user_roles
+from agentops import gate
 from agentops.contract import UNKNOWN_OUTCOME, CallContext, SideEffect, ToolError, failure
 from agentops.execution import invoke
 from agentops.idempotency import idempotency_claim, request_digest
@@ -89,7 +90,7 @@ def tool_call_direct(
     Writes carry ``api:<user>:<key>``: the caller's Idempotency-Key, or a fresh one. Returns the
     envelope; a refusal has written nothing but its trace.
     """
-    roles = registry.user_roles(user)
+    roles = user_roles(user=user)
     spec, args, verdict = gate.screen(name, arguments, roles=roles, user_id=user.pk)
     raw = arguments if isinstance(arguments, dict) else {"_arguments": arguments}
     params = args.model_dump(mode="json") if args is not None else raw

@@ -9,8 +9,8 @@ import importlib
 from typing import Any
 
 from django.apps import apps
-from django.db import connection
 
+from accounts.selectors import user_roles
 from agentops.contract import ToolSpec
 
 _TOOLS: dict[str, ToolSpec] = {}
@@ -42,23 +42,8 @@ def all_tools() -> list[ToolSpec]:
     return sorted(_TOOLS.values(), key=lambda s: s.name)
 
 
-def user_roles(user: Any) -> set[str]:
-    """The user's groups, read now (never cached: a removed role takes effect at once)."""
-    through = user.groups.through._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT g.name FROM auth_group g JOIN {through} ug ON ug.group_id = g.id "  # noqa: S608
-            "WHERE ug.user_id = %s",
-            [user.pk],
-        )
-        roles = {name for (name,) in cursor.fetchall()}
-    if user.is_superuser:
-        roles.add("admins")
-    return roles
-
-
 def visible_to(user: Any) -> list[ToolSpec]:
-    roles = user_roles(user)
+    roles = user_roles(user=user)
     return [s for s in all_tools() if s.meta.roles & roles]
 
 

@@ -17,6 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from accounts.selectors import user_roles
 from agentops import gate, registry
 from agentops.contract import (
     CallContext,
@@ -212,7 +213,7 @@ def _apply_step(run_id: Any, turn: int, step: Step) -> None:
             _finish_with_verification(run, step)
             return
         user = run.subject
-        roles = registry.user_roles(user)
+        roles = user_roles(user=user)
         # A refused or failed write wrote nothing (red/yellow): it does not use up the allowance.
         writes_so_far = (
             run.actions.filter(readonly=False)

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from accounts.models import Role
 from agentops.contract import (
     CallContext,
     ReceiptLookup,
@@ -24,7 +25,7 @@ from agentops.contract import (
 )
 from bookings import selectors, services
 from bookings.errors import BookingError
-from bookings.models import Booking, BookingStatus, Role
+from bookings.models import Booking, BookingStatus
 from bookings.rules import KNOWN_EQUIPMENT
 
 Equipment = Literal["display", "phone", "projector", "video", "whiteboard"]

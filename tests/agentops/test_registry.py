@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict
 
+from accounts.models import Role
 from agentops import registry
 from agentops.contract import (
     ReceiptLookup,
@@ -19,7 +20,6 @@ from agentops.contract import (
     Verification,
     success,
 )
-from bookings.models import Role
 
 BOOKING_TOOLS = {
     "find_available_rooms",
