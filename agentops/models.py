@@ -1,39 +1,9 @@
 from __future__ import annotations
 
-import hashlib
-import secrets
 import uuid
 
 from django.conf import settings
 from django.db import models
-
-
-class ApiToken(models.Model):
-    """A bearer token for the JSON API. Only its SHA-256 is stored."""
-
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
-    )
-    name = models.CharField(max_length=100, blank=True)
-    prefix = models.CharField(max_length=12, help_text="First characters, to recognise a token.")
-    digest = models.CharField(max_length=64, unique=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at"]
-
-    def __str__(self) -> str:
-        return f"{self.prefix}… ({self.user})"
-
-    @staticmethod
-    def hash(raw: str) -> str:
-        return hashlib.sha256(raw.encode()).hexdigest()
-
-    @staticmethod
-    def generate() -> str:
-        return "ak_" + secrets.token_urlsafe(32)
 
 
 class RunStatus(models.TextChoices):

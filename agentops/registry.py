@@ -8,10 +8,8 @@ The runtime finds tools and the assistant only here, so it never imports a domai
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 from django.apps import apps
-from django.db import connection
 
 from agentops.contract import Assistant, ToolSpec
 
@@ -57,21 +55,6 @@ def assistant() -> Assistant:
     if len(_ASSISTANTS) != 1:
         raise LookupError(f"expected one assistant, found {len(_ASSISTANTS)}")
     return _ASSISTANTS[0]
-
-
-def user_roles(user: Any) -> frozenset[str]:
-    """The user's groups, read now (never cached: a removed role takes effect at once)."""
-    through = user.groups.through._meta.db_table
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT g.name FROM auth_group g JOIN {through} ug ON ug.group_id = g.id "  # noqa: S608
-            "WHERE ug.user_id = %s",
-            [user.pk],
-        )
-        roles = {name for (name,) in cursor.fetchall()}
-    if user.is_superuser:
-        roles.add("admins")
-    return frozenset(roles)
 
 
 def visible_to(roles: frozenset[str]) -> list[ToolSpec]:

@@ -252,8 +252,9 @@ def main(argv: list[str] | None = None) -> int:
     from django.conf import settings
     from django.core.management import call_command
 
+    from accounts.models import User
     from bookings.demo import load_demo_data
-    from bookings.models import Room, User
+    from bookings.models import Room
 
     call_command("migrate", verbosity=0)
     load_demo_data()

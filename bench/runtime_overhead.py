@@ -57,9 +57,9 @@ class Slots:
 
 
 def in_process(calls: int, batch: int) -> dict:
-    from agentops.direct import tool_call_direct
-
-    from bookings.models import Room, User
+    from accounts.models import User
+    from agentops.execution.recorder import call_direct as tool_call_direct
+    from bookings.models import Room
     from bookings.services import booking_reserve
 
     user = User.objects.get(username="e17")
@@ -143,9 +143,8 @@ def in_process(calls: int, batch: int) -> dict:
 
 def in_process_read(calls: int) -> dict:
     """The same comparison for a read: find_available_rooms against bookings.selectors.room_search."""
-    from agentops.direct import tool_call_direct
-
-    from bookings.models import User
+    from accounts.models import User
+    from agentops.execution.recorder import call_direct as tool_call_direct
     from bookings.selectors import room_search
 
     user = User.objects.get(username="e17")
@@ -187,12 +186,13 @@ def _database_url() -> str:
 
 
 def end_to_end(runs_at_1: int, concurrent: int, rounds: int, worker_concurrency: int) -> dict:
-    from agentops.runs import run_start
+    from agentops.runtime.runs import run_start
     from django.conf import settings
 
+    from accounts.models import User
     from agentops.models import AgentRun
     from agentops.redis_client import get_redis
-    from bookings.models import User
+    from agentops.runtime.runs import run_start
 
     get_redis().flushdb()
     env = os.environ | {"DATABASE_URL": _database_url(), "REDIS_URL": settings.REDIS_URL}

@@ -1,17 +1,8 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.contrib.auth.admin import UserAdmin
 
-from bookings.models import Booking, Room, User
-
-
-@admin.register(User)
-class EmployeeAdmin(UserAdmin):
-    list_display = ("username", "employee_id", "department", "is_staff", "is_active")
-    list_filter = ("department", "groups", "is_staff", "is_active")
-    fieldsets = (*UserAdmin.fieldsets, ("Employee", {"fields": ("employee_id", "department")}))
-    search_fields = ("username", "employee_id", "first_name", "last_name")
+from bookings.models import Booking, Room
 
 
 @admin.register(Room)

@@ -60,7 +60,8 @@ def load_demo_data() -> None:
     from django.contrib.auth.models import Group
     from django.db import transaction
 
-    from bookings.models import Role, Room, User
+    from accounts.models import Role, User
+    from bookings.models import Room
 
     with transaction.atomic():
         _load(Group, Role, Room, User)

@@ -1,37 +1,13 @@
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractUser
+from django.conf import settings
 from django.contrib.postgres.constraints import ExclusionConstraint
 from django.contrib.postgres.fields import ArrayField, DateTimeRangeField, RangeOperators
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Cast, Concat
 
-
-class Department(models.TextChoices):
-    ENGINEERING = "Engineering"
-    SALES = "Sales"
-
-
-class Role(models.TextChoices):
-    """Roles are Django groups of these names."""
-
-    EMPLOYEE = "employees"
-    APPROVER = "approvers"
-    ADMIN = "admins"
-
-
-class User(AbstractUser):
-    employee_id = models.CharField(max_length=16, unique=True, null=True, blank=True)
-    department = models.CharField(max_length=32, choices=Department.choices, blank=True)
-
-    def has_role(self, role: Role) -> bool:
-        if self.is_superuser and role == Role.ADMIN:
-            return True
-        return any(g.name == role for g in self.groups.all())
-
-    def __str__(self) -> str:
-        return f"{self.username} ({self.employee_id})" if self.employee_id else self.username
+from accounts.models import Department
 
 
 class Room(models.Model):
@@ -80,7 +56,7 @@ class Booking(models.Model):
     )
     room = models.ForeignKey(Room, on_delete=models.PROTECT, related_name="bookings")
     requester = models.ForeignKey(
-        "bookings.User", on_delete=models.PROTECT, related_name="bookings"
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="bookings"
     )
     during = DateTimeRangeField(help_text="Half-open [start, end).")
     attendees = models.PositiveSmallIntegerField()
@@ -101,7 +77,7 @@ class Booking(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     cancelled_at = models.DateTimeField(null=True, blank=True)
     cancelled_by = models.ForeignKey(
-        "bookings.User", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
 
     class Meta:

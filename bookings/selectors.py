@@ -13,9 +13,11 @@ from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from accounts.models import Role, User
+from accounts.selectors import user_roles
 from bookings import rules
 from bookings.errors import BookingError
-from bookings.models import Booking, BookingStatus, Role, Room, User
+from bookings.models import Booking, BookingStatus, Room
 
 MAX_PAGE = 50
 DEFAULT_PAGE = 10
@@ -70,7 +72,9 @@ def room_policy_facts(*, code: str) -> tuple[bool, str] | None:
 def booking_get(*, user: User, code: str) -> Booking:
     """A booking its requester (or an admin) may see; anyone else gets not_found."""
     booking = Booking.objects.select_related("room", "requester").filter(code=code).first()
-    if booking is None or (booking.requester_id != user.pk and not user.has_role(Role.ADMIN)):
+    if booking is None or (
+        booking.requester_id != user.pk and Role.ADMIN not in user_roles(user=user)
+    ):
         raise BookingError(
             "not_found", "booking_not_found", f"There is no booking {code} of yours."
         )

@@ -11,9 +11,11 @@ from django.db import connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
 from django.utils import timezone
 
+from accounts.models import Role, User
+from accounts.selectors import user_roles
 from bookings import rules
 from bookings.errors import BookingError
-from bookings.models import Booking, BookingStatus, Role, Room, User
+from bookings.models import Booking, BookingStatus, Room
 
 # One statement does the whole reservation and says why when it does not:
 # - `facts` locks the room row (FOR UPDATE) and reads what the rules need, including whether
@@ -308,7 +310,7 @@ def booking_cancel(*, user: User, booking_code: str) -> Booking:
     room = Room.objects.select_for_update().get(pk=found)
     booking = Booking.objects.select_for_update().get(code=booking_code)
     booking.room = room
-    if booking.requester_id != user.pk and not user.has_role(Role.ADMIN):
+    if booking.requester_id != user.pk and Role.ADMIN not in user_roles(user=user):
         raise BookingError(
             "forbidden",
             "not_your_booking",

@@ -20,9 +20,10 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.middleware import HtmxDetails
 
+from accounts.models import User
 from bookings.errors import BookingError
 from bookings.forms import BookForm, SearchForm
-from bookings.models import Booking, User
+from bookings.models import Booking
 from bookings.selectors import booking_list_for_user, room_search
 from bookings.services import booking_cancel, booking_reserve
 

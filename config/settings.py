@@ -53,6 +53,7 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "django_htmx",
     "channels",
+    "accounts",
     "bookings",
     "agentops",
     "approvals",
@@ -71,7 +72,7 @@ MIDDLEWARE = [
 
 ROOT_URLCONF = "config.urls"
 ASGI_APPLICATION = "config.asgi.application"
-AUTH_USER_MODEL = "bookings.User"
+AUTH_USER_MODEL = "accounts.User"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "bookings:search"
 LOGOUT_REDIRECT_URL = "login"

@@ -21,28 +21,28 @@ def demo(db):
 
 @pytest.fixture
 def e17(demo):
-    from bookings.models import User
+    from accounts.models import User
 
     return User.objects.get(username="e17")
 
 
 @pytest.fixture
 def e23(demo):
-    from bookings.models import User
+    from accounts.models import User
 
     return User.objects.get(username="e23")
 
 
 @pytest.fixture
 def approver(demo):
-    from bookings.models import User
+    from accounts.models import User
 
     return User.objects.get(username="a01")
 
 
 @pytest.fixture
 def admin_user(demo):
-    from bookings.models import User
+    from accounts.models import User
 
     return User.objects.get(username="admin")
 

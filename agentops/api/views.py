@@ -11,11 +11,12 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from accounts.services import token_authenticate
+from accounts.selectors import user_roles
 from agentops import exports, registry, selectors
 from agentops.api.presenters import run_as_json
 from agentops.execution.recorder import call_direct
 from agentops.runtime.runs import RunRateLimited, run_start
-from agentops.services import token_authenticate
 
 MAX_IDEMPOTENCY_KEY = 100
 
@@ -61,7 +62,7 @@ def _json_body(request) -> tuple[Any, JsonResponse | None]:
 @require_GET
 @api_auth
 def tools_list(request):
-    roles = registry.user_roles(request.user)
+    roles = user_roles(user=request.user)
     return JsonResponse({"tools": [exports.describe(s) for s in registry.visible_to(roles)]})
 
 

@@ -21,6 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import BaseModel
 
+from accounts.selectors import user_roles
 from agentops import gate, registry
 from agentops.contract import (
     CallContext,
@@ -98,7 +99,7 @@ def _precheck(run: AgentRun, action: Action, spec: ToolSpec, ctx: CallContext, a
         spec,
         args,
         ctx=ctx,
-        roles=registry.user_roles(run.subject),
+        roles=user_roles(user=run.subject),
         writes_before=writes_before,
         approved_risk=SideEffect(action.risk or spec.meta.side_effect),
     )
@@ -311,7 +312,7 @@ def call_direct(
     """Gate, then execute one call for ``user`` (from the session or token), recorded as a
     one-action run. Writes carry ``api:<user>:<key>``: the caller's Idempotency-Key, or a fresh
     one. Returns the envelope; a refusal has written nothing but its records."""
-    roles = registry.user_roles(user)
+    roles = user_roles(user=user)
     delegation = Delegation(
         tools=frozenset(s.name for s in registry.visible_to(roles)), max_writes=1
     )

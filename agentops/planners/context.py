@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.utils import timezone
 
+from accounts.selectors import user_roles
 from agentops import exports, registry
 from agentops.contract import Delegation, ModelContext, Observation
 from agentops.models import AgentRun
@@ -14,7 +15,7 @@ def build_context(run: AgentRun) -> ModelContext:
     delegation = Delegation.from_json(run.delegation)
     tools = [
         exports.openai_function(s)
-        for s in registry.visible_to(registry.user_roles(user))
+        for s in registry.visible_to(user_roles(user=user))
         if s.name in delegation.tools
     ]
     history = [

@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
+from accounts.selectors import user_roles
 from agentops import gate, ratelimit, registry
 from agentops.contract import (
     CallContext,
@@ -228,7 +229,7 @@ def _apply_step(run_id: Any, turn: int, step: Step) -> None:
             verifier.finish_with_verification(run, step)
             return
         user = run.subject
-        roles = registry.user_roles(user)
+        roles = user_roles(user=user)
         ctx = CallContext(
             user=user, run_id=str(run.pk), delegation=Delegation.from_json(run.delegation)
         )

@@ -13,11 +13,13 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from accounts.models import ApiToken
+from accounts.services import token_issue
+from accounts.selectors import user_roles
 from agentops import exports, registry
 from agentops.execution.recorder import call_direct
-from agentops.models import AgentRun, ApiToken, IdempotencyRecord, TraceEvent
+from agentops.models import AgentRun, IdempotencyRecord, TraceEvent
 from agentops.redis_client import get_redis
-from agentops.services import token_issue
 from bookings.models import Booking, Room
 from tests.conftest import slot
 

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict
 
+from accounts.models import Role
+from accounts.selectors import user_roles
 from agentops import exports, registry
 from agentops.contract import (
     ReceiptLookup,
@@ -19,7 +21,6 @@ from agentops.contract import (
     Verification,
     success,
 )
-from bookings.models import Role
 
 BOOKING_TOOLS = {
     "find_available_rooms",
@@ -322,11 +323,11 @@ def test_an_employee_sees_all_five_booking_tools(e17):
 def test_a_user_without_any_group_sees_no_tools(demo, django_user_model):
     nobody = django_user_model.objects.create_user(username="nogroup", password="x")
 
-    assert registry.visible_to(registry.user_roles(nobody)) == []
+    assert registry.visible_to(user_roles(user=nobody)) == []
 
 
 @pytest.mark.django_db
 def test_a_superuser_without_groups_counts_as_admin(demo, django_user_model):
     root = django_user_model.objects.create_superuser(username="root", password="x")
 
-    assert {s.name for s in registry.visible_to(registry.user_roles(root))} >= BOOKING_TOOLS
+    assert {s.name for s in registry.visible_to(user_roles(user=root))} >= BOOKING_TOOLS

@@ -10,9 +10,10 @@ from datetime import datetime, timedelta
 import pytest
 from django.utils import timezone
 
+from accounts.models import User
 from agentops.models import Action, ActionStatus, AgentRun
 from agentops.runtime.runs import run_start
-from bookings.models import Booking, Room, User
+from bookings.models import Booking, Room
 from bookings.services import booking_reserve
 from tests.agentops.conftest import release_faults, wait_for_run, wait_until
 from tests.conftest import slot

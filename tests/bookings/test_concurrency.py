@@ -17,8 +17,9 @@ from django.db import connection, transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from accounts.models import User
 from bookings.errors import BookingError
-from bookings.models import Booking, BookingStatus, Room, User
+from bookings.models import Booking, BookingStatus, Room
 from bookings.services import Reservation, booking_cancel, booking_reserve
 from tests.conftest import slot
 

@@ -98,8 +98,9 @@ def test_get_booking_of_someone_else_reads_as_not_found(e17, e23):
 
 
 def test_demo_data_loads_twice_without_change(db):
+    from accounts.models import User
     from bookings.demo import load_demo_data
-    from bookings.models import Room, User
+    from bookings.models import Room
 
     load_demo_data()
     before = (list(Room.objects.values_list("code", "schedule_version")), User.objects.count())

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from agentops.services import token_issue
+from accounts.models import User
+from accounts.services import token_issue
 
 
 class Command(BaseCommand):
@@ -14,7 +14,7 @@ class Command(BaseCommand):
         parser.add_argument("--name", default="cli", help="a label for the token")
 
     def handle(self, *args, username: str, name: str, **options) -> None:
-        user = get_user_model().objects.filter(username=username).first()
+        user = User.objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"No user named {username!r}.")
         self.stdout.write(token_issue(user=user, name=name))

@@ -6,8 +6,8 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from agentops.models import ApiToken
-from agentops.services import token_authenticate
+from accounts.models import ApiToken
+from accounts.services import token_authenticate
 
 pytestmark = pytest.mark.django_db
 
@@ -60,7 +60,7 @@ def test_revoking_in_the_admin_is_audited_and_stops_the_token(admin_user, e17):
     client.force_login(admin_user)
 
     response = client.post(
-        "/admin/agentops/apitoken/",
+        "/admin/accounts/apitoken/",
         {"action": "revoke", "_selected_action": [token.pk]},
     )
 
