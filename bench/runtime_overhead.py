@@ -186,7 +186,6 @@ def _database_url() -> str:
 
 
 def end_to_end(runs_at_1: int, concurrent: int, rounds: int, worker_concurrency: int) -> dict:
-    from agentops.runtime.runs import run_start
     from django.conf import settings
 
     from accounts.models import User

@@ -11,8 +11,8 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from accounts.services import token_authenticate
 from accounts.selectors import user_roles
+from accounts.services import token_authenticate
 from agentops import exports, registry, selectors
 from agentops.api.presenters import run_as_json
 from agentops.execution.recorder import call_direct

@@ -3,9 +3,9 @@ and the booking assistant (how a request becomes a delegation)."""
 
 from __future__ import annotations
 
+from accounts.models import Role
 from agentops.contract import ScopeFields, SideEffect, ToolDescription, ToolMeta, ToolSpec
 from bookings.assistant import ASSISTANT
-from bookings.models import Role
 from bookings.rules import KNOWN_EQUIPMENT
 from bookings.tools import adapters, handlers
 from bookings.tools.schemas import (

@@ -15,7 +15,6 @@ from django.utils import timezone
 
 from accounts.models import ApiToken
 from accounts.services import token_issue
-from accounts.selectors import user_roles
 from agentops import exports, registry
 from agentops.execution.recorder import call_direct
 from agentops.models import AgentRun, IdempotencyRecord, TraceEvent
