@@ -6,11 +6,11 @@ carrying that envelope and its hint, and no booking.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import pytest
 
+from agentops import ratelimit
 from agentops.models import Action, AgentRun, TraceEvent
 from agentops.runtime.runs import run_start
 from bookings.models import Booking, Room
@@ -29,6 +29,8 @@ SCOPE = {
     "max_writes": 1,
 }
 TERMINAL = ("succeeded", "failed", "cancelled")
+# The host reads the delegation from the request; the scope can only narrow it.
+REQUEST = f"book a room on {START:%Y-%m-%d} {START:%H:%M}-{END:%H:%M} for 3 people with a projector"
 
 
 def find(
@@ -76,7 +78,7 @@ def scripted(
     """Start a scripted run (one list of proposals per turn); wait until it reaches ``statuses``."""
     run = run_start(
         user=user,
-        request_text="scripted gate test",
+        request_text=kwargs.pop("request_text", REQUEST),
         model="scripted",
         script=[{"proposals": proposals} for proposals in turns],
         scope=SCOPE if scope is None else scope,
@@ -198,15 +200,12 @@ def test_a_second_write_in_the_same_turn_is_rejected_before_either_runs(worker, 
     assert list(Booking.objects.values_list("room__code", flat=True)) == ["R7"]
 
 
-def _not_near_a_minute_boundary() -> None:
-    # The rate window is the wall-clock minute: three calls must fall into the same one.
-    if time.time() % 60 > 58:
-        time.sleep(60 - time.time() % 60 + 0.1)
-
-
-def test_calls_over_the_rate_limit_are_refused_as_yellow_rate_limited(worker, e17, settings):
+def test_calls_over_the_rate_limit_are_refused_as_yellow_rate_limited(
+    worker, e17, settings, monkeypatch
+):
     settings.AGENT_RATE_LIMIT_PER_MINUTE = 2
-    _not_near_a_minute_boundary()
+    # The middle of one window: the three calls fall into it, whatever the wall clock says.
+    monkeypatch.setattr(ratelimit.tool_calls, "clock", lambda: 1_800_000_030.0)
 
     run = scripted(
         e17, [find(attendees=2), find(attendees=3), find(attendees=4)], scope={"max_writes": 0}
@@ -321,9 +320,35 @@ def test_a_scope_with_an_unusable_window_is_refused_at_start(e17, window):
     with pytest.raises(ValueError, match="window"):
         run_start(
             user=e17,
-            request_text="scripted gate test",
+            request_text=REQUEST,
             model="scripted",
             script=[],
             scope=SCOPE | {"window": window},
         )
     assert not AgentRun.objects.exists()
+
+
+def test_a_named_room_binds_the_write_to_that_room(worker, e17):
+    named = f"book R7 on {START:%Y-%m-%d} {START:%H:%M}-{END:%H:%M} for 3 people with a projector"
+    run = scripted(e17, [reserve("R9")], [reserve("R7")], request_text=named, scope={})
+
+    other, asked = run.actions.order_by("turn")
+    assert_refused(other, "out_of_scope", "resource_differs")
+    assert asked.status == "succeeded"
+    assert list(Booking.objects.values_list("room__code", flat=True)) == ["R7"]
+    assert run.status == "succeeded", (run.outcome, run.reply)
+
+
+def test_a_scope_cannot_widen_a_read_only_request_into_writes(worker, e17):
+    run = scripted(
+        e17,
+        [reserve("R7")],
+        request_text="what are my bookings",
+        scope={"tools": None, "max_writes": 5},
+    )
+
+    assert run.delegation["max_writes"] == 0
+    assert "cancel_booking" not in run.delegation["tools"]
+    (action,) = run.actions.all()
+    assert_refused(action, "out_of_scope", "tool_not_delegated")
+    assert Booking.objects.count() == 0
