@@ -6,11 +6,12 @@ from django.contrib.postgres.fields import ArrayField, DateTimeRangeField, Range
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Cast, Concat
+from django.utils.translation import gettext_lazy
 
 
 class Department(models.TextChoices):
-    ENGINEERING = "Engineering"
-    SALES = "Sales"
+    ENGINEERING = "Engineering", gettext_lazy("Engineering")
+    SALES = "Sales", gettext_lazy("Sales")
 
 
 class Role(models.TextChoices):
@@ -61,8 +62,8 @@ class Room(models.Model):
 
 
 class BookingStatus(models.TextChoices):
-    CONFIRMED = "confirmed"
-    CANCELLED = "cancelled"
+    CONFIRMED = "confirmed", gettext_lazy("Confirmed")
+    CANCELLED = "cancelled", gettext_lazy("Cancelled")
 
 
 class Booking(models.Model):
