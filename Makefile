@@ -8,7 +8,14 @@ PYTHON ?= $(shell for p in python3.13 python3.12 /root/.pyenv/versions/3.13*/bin
 PYTEST_ARGS ?=
 TEST_VAR ?= var/test
 
-.PHONY: run test test-integration services stop lint bench bench-contention bench-runtime venv clean
+# Translation catalogues: the .po files are committed, the .mo files are built from them.
+PO_FILES := $(wildcard locale/*/LC_MESSAGES/*.po)
+MO_FILES := $(PO_FILES:.po=.mo)
+LOCALES ?= zh_Hans
+# makemessages only reads settings; these addresses are never dialled.
+NO_SERVERS := DATABASE_URL=$${DATABASE_URL:-postgres://localhost/unused} REDIS_URL=$${REDIS_URL:-redis://localhost/0}
+
+.PHONY: run test test-integration services stop lint bench bench-contention bench-runtime venv clean compilemessages messages
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12+ is required (Django 6)."; exit 1; }
@@ -19,15 +26,15 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-run: venv
+run: venv compilemessages
 	$(PY) -m config.run
 
 # The whole suite against fresh, throwaway embedded servers (or DATABASE_URL/REDIS_URL if set).
-test: venv
+test: venv compilemessages
 	$(PY) -m config.devservers exec --var $(TEST_VAR) --fresh --fast -- $(PY) -m pytest $(PYTEST_ARGS)
 
 # Only the tests marked `integration`, e.g. against the machine's own servers.
-test-integration: venv
+test-integration: venv compilemessages
 	$(PY) -m config.devservers exec --var $(TEST_VAR) --fresh --fast -- $(PY) -m pytest -m integration $(PYTEST_ARGS)
 
 services: venv
@@ -35,6 +42,21 @@ services: venv
 
 stop: venv
 	$(PY) -m config.devservers down
+
+# A .mo is rebuilt whenever its .po is newer (or it is missing), by GNU gettext's msgfmt as
+# Django's compilemessages runs it, but without settings or servers; a running server never
+# reads a half-written file.
+%.mo: %.po
+	@command -v msgfmt >/dev/null || { echo "msgfmt not found: install GNU gettext (apt-get install gettext)."; exit 1; }
+	msgfmt --check-format -o $@.tmp $< && mv $@.tmp $@
+
+compilemessages: $(MO_FILES)
+
+# Re-extract the strings of templates and code into the .po files (then translate the new
+# msgstr entries; the build compiles them).
+messages: venv
+	$(NO_SERVERS) $(PY) manage.py makemessages $(addprefix -l ,$(LOCALES)) --ignore=.venv --ignore=var --ignore=bench --ignore=tests --add-location=file --no-wrap
+	$(MAKE) compilemessages
 
 lint: venv
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .

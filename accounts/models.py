@@ -11,11 +11,12 @@ import secrets
 from django.conf import settings
 from django.contrib.auth.models import AbstractUser
 from django.db import models
+from django.utils.translation import gettext_lazy
 
 
 class Department(models.TextChoices):
-    ENGINEERING = "Engineering"
-    SALES = "Sales"
+    ENGINEERING = "Engineering", gettext_lazy("Engineering")
+    SALES = "Sales", gettext_lazy("Sales")
 
 
 class Role(models.TextChoices):

@@ -10,11 +10,12 @@ from zoneinfo import ZoneInfo
 from django import forms
 from django.conf import settings
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_lazy, gettext_noop
 
 from bookings.errors import BookingError
-from bookings.rules import KNOWN_EQUIPMENT
+from bookings.rules import EQUIPMENT_LABELS, KNOWN_EQUIPMENT
 
-EQUIPMENT_CHOICES = [(name, name) for name in KNOWN_EQUIPMENT]
+EQUIPMENT_CHOICES = [(name, EQUIPMENT_LABELS[name]) for name in KNOWN_EQUIPMENT]
 
 
 def _tomorrow() -> date:
@@ -25,20 +26,28 @@ _TIME = forms.TimeInput(attrs={"type": "time"}, format="%H:%M")
 
 
 class SearchForm(forms.Form):
+    # The browser's date and time pickers take ISO values and show them in its own locale.
     date = forms.DateField(
-        initial=_tomorrow, widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d")
+        label=gettext_lazy("Date"),
+        initial=_tomorrow,
+        widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"),
     )
-    start = forms.TimeField(label="From", initial=time(10), widget=_TIME)
-    end = forms.TimeField(label="To", initial=time(11), widget=_TIME)
-    attendees = forms.IntegerField(label="People", initial=1, min_value=1, max_value=999)
+    start = forms.TimeField(label=gettext_lazy("From"), initial=time(10), widget=_TIME)
+    end = forms.TimeField(label=gettext_lazy("To"), initial=time(11), widget=_TIME)
+    attendees = forms.IntegerField(
+        label=gettext_lazy("People"), initial=1, min_value=1, max_value=999
+    )
     equipment = forms.MultipleChoiceField(
-        choices=EQUIPMENT_CHOICES, required=False, widget=forms.CheckboxSelectMultiple
+        label=gettext_lazy("Equipment"),
+        choices=EQUIPMENT_CHOICES,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
     )
 
     def parse(self) -> dict[str, Any]:
         """Keyword arguments for selectors.room_search; invalid input raises BookingError."""
         if not self.is_valid():
-            raise form_error(self, "Correct the search and try again.")
+            raise form_error(self, gettext_noop("Correct the search and try again."))
         tz = ZoneInfo(settings.TIME_ZONE)
         day = self.cleaned_data["date"]
         return {
@@ -50,20 +59,24 @@ class SearchForm(forms.Form):
 
 
 class BookForm(forms.Form):
-    """The hidden fields of one search result row."""
+    """The hidden fields of one search result row. Their labels name them in error messages."""
 
-    room = forms.CharField(max_length=16)
-    start_at = forms.DateTimeField()
-    end_at = forms.DateTimeField()
-    attendees = forms.IntegerField()
-    equipment = forms.MultipleChoiceField(choices=EQUIPMENT_CHOICES, required=False)
-    idempotency_key = forms.UUIDField()
+    room = forms.CharField(label=gettext_lazy("Room"), max_length=16)
+    start_at = forms.DateTimeField(label=gettext_lazy("Start at"))
+    end_at = forms.DateTimeField(label=gettext_lazy("End at"))
+    attendees = forms.IntegerField(label=gettext_lazy("Attendees"))
+    equipment = forms.MultipleChoiceField(
+        label=gettext_lazy("Equipment"), choices=EQUIPMENT_CHOICES, required=False
+    )
+    idempotency_key = forms.UUIDField(label=gettext_lazy("Idempotency key"))
 
     def parse(self) -> dict[str, Any]:
         """Keyword arguments for services.booking_reserve (without the user); invalid input
         raises BookingError."""
         if not self.is_valid():
-            raise form_error(self, "Search again and use the Book button of a result.")
+            raise form_error(
+                self, gettext_noop("Search again and use the Book button of a result.")
+            )
         data = self.cleaned_data
         return {
             "room_code": data["room"],
@@ -77,15 +90,23 @@ class BookForm(forms.Form):
 
 
 def form_error(form: forms.Form, hint: str) -> BookingError:
-    """The form's errors in the shape the screens show for every refusal."""
+    """The form's errors in the shape the screens show for every refusal. Django's own error
+    texts are already in the active language; ``hint`` is a msgid."""
     problems = " ".join(
-        f"{_label(form, name)}: {' '.join(errors)}" for name, errors in form.errors.items()
+        gettext("%(field)s: %(errors)s") % {"field": _label(form, name), "errors": " ".join(errors)}
+        for name, errors in form.errors.items()
     )
-    return BookingError("invalid_input", "bad_form", f"Please check the input. {problems}", hint)
+    return BookingError(
+        "invalid_input",
+        "bad_form",
+        gettext_noop("Please check the input. %(problems)s"),
+        hint,
+        params={"problems": problems},
+    )
 
 
 def _label(form: forms.Form, name: str) -> str:
     field = form.fields.get(name)
     if field is None:
-        return "Form"
+        return gettext("Form")
     return str(field.label or name.replace("_", " ").capitalize())

@@ -6,6 +6,7 @@ from django.contrib.postgres.fields import ArrayField, DateTimeRangeField, Range
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Cast, Concat
+from django.utils.translation import gettext_lazy
 
 from accounts.models import Department
 
@@ -37,8 +38,8 @@ class Room(models.Model):
 
 
 class BookingStatus(models.TextChoices):
-    CONFIRMED = "confirmed"
-    CANCELLED = "cancelled"
+    CONFIRMED = "confirmed", gettext_lazy("Confirmed")
+    CANCELLED = "cancelled", gettext_lazy("Cancelled")
 
 
 class Booking(models.Model):

@@ -6,10 +6,34 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.utils.functional import Promise, lazy
+from django.utils.translation import gettext_noop, pgettext, pgettext_lazy
 
 from bookings.errors import BookingError
 
 KNOWN_EQUIPMENT = ("projector", "whiteboard", "video", "phone", "display")
+# What the screens call each item; the stored names above stay English.
+EQUIPMENT_LABELS: dict[str, Promise] = {
+    "projector": pgettext_lazy("equipment", "projector"),
+    "whiteboard": pgettext_lazy("equipment", "whiteboard"),
+    "video": pgettext_lazy("equipment", "video"),
+    "phone": pgettext_lazy("equipment", "phone"),
+    "display": pgettext_lazy("equipment", "display"),
+}
+
+
+def equipment_label(name: str) -> Promise | str:
+    """The label of a known item in the active language; an unknown name as it is."""
+    return EQUIPMENT_LABELS.get(name, name)
+
+
+def _join_labels(names: Iterable[str]) -> str:
+    separator = pgettext("list separator", ", ")
+    return separator.join(str(equipment_label(name)) for name in names)
+
+
+# The items' labels joined the way the active language lists them, evaluated when rendered.
+equipment_list = lazy(_join_labels, str)
 
 
 def normalize_equipment(equipment: Iterable[str]) -> list[str]:
@@ -19,51 +43,65 @@ def normalize_equipment(equipment: Iterable[str]) -> list[str]:
         raise BookingError(
             "invalid_input",
             "unknown_equipment",
-            f"Unknown equipment: {', '.join(unknown)}.",
-            f"Use any of: {', '.join(KNOWN_EQUIPMENT)}.",
+            gettext_noop("Unknown equipment: %(unknown)s."),
+            gettext_noop("Use any of: %(known)s."),
+            params={"unknown": ", ".join(unknown), "known": equipment_list(KNOWN_EQUIPMENT)},
         )
     return cleaned
 
 
 def check_window(start_at: datetime, end_at: datetime, *, now: datetime) -> None:
-    for label, value in (("start", start_at), ("end", end_at)):
+    for value, missing, naive in (
+        (
+            start_at,
+            gettext_noop("The start time is missing."),
+            gettext_noop("The start time has no UTC offset."),
+        ),
+        (
+            end_at,
+            gettext_noop("The end time is missing."),
+            gettext_noop("The end time has no UTC offset."),
+        ),
+    ):
         if not isinstance(value, datetime):
-            raise BookingError("invalid_input", "not_a_datetime", f"The {label} time is missing.")
+            raise BookingError("invalid_input", "not_a_datetime", missing)
         if value.tzinfo is None or value.utcoffset() is None:
             raise BookingError(
                 "invalid_input",
                 "naive_datetime",
-                f"The {label} time has no UTC offset.",
-                "Send ISO 8601 with an offset, e.g. 2026-09-28T14:00:00+08:00.",
+                naive,
+                gettext_noop("Send ISO 8601 with an offset, e.g. 2026-09-28T14:00:00+08:00."),
             )
     if end_at <= start_at:
         raise BookingError(
             "invalid_input",
             "end_not_after_start",
-            "The end must be after the start.",
-            "Swap or correct the times.",
+            gettext_noop("The end must be after the start."),
+            gettext_noop("Swap or correct the times."),
         )
     if start_at < now:
         raise BookingError(
             "invalid_input",
             "start_in_past",
-            "The start time is in the past.",
-            "Choose a time from now on.",
+            gettext_noop("The start time is in the past."),
+            gettext_noop("Choose a time from now on."),
         )
     horizon = timedelta(days=settings.BOOKING_HORIZON_DAYS)
     if start_at > now + horizon:
         raise BookingError(
             "invalid_input",
             "beyond_horizon",
-            f"Rooms can be booked at most {settings.BOOKING_HORIZON_DAYS} days ahead.",
-            "Choose an earlier date.",
+            gettext_noop("Rooms can be booked at most %(days)d days ahead."),
+            gettext_noop("Choose an earlier date."),
+            params={"days": settings.BOOKING_HORIZON_DAYS},
         )
     if end_at - start_at > timedelta(hours=settings.BOOKING_MAX_HOURS):
         raise BookingError(
             "invalid_input",
             "too_long",
-            f"A booking may last at most {settings.BOOKING_MAX_HOURS} hours.",
-            "Split it into shorter bookings.",
+            gettext_noop("A booking may last at most %(hours)d hours."),
+            gettext_noop("Split it into shorter bookings."),
+            params={"hours": settings.BOOKING_MAX_HOURS},
         )
 
 
@@ -72,6 +110,6 @@ def check_attendees(attendees: int) -> None:
         raise BookingError(
             "invalid_input",
             "attendees_too_few",
-            "At least one attendee is needed.",
-            "Give the number of people, 1 or more.",
+            gettext_noop("At least one attendee is needed."),
+            gettext_noop("Give the number of people, 1 or more."),
         )

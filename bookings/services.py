@@ -10,6 +10,7 @@ from datetime import datetime
 from django.db import connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from accounts.models import Role, User
 from accounts.selectors import user_roles
@@ -122,7 +123,7 @@ def booking_reserve(
         raise BookingError(
             "invalid_input",
             "bad_idempotency_key",
-            "An idempotency key of 1-200 characters is required.",
+            gettext_noop("An idempotency key of 1-200 characters is required."),
         )
     params = {
         "room": room_code,
@@ -168,8 +169,9 @@ def booking_reserve(
             raise BookingError(
                 "not_found",
                 "room_not_found",
-                f"There is no room {room_code}.",
-                "Use a room code returned by the availability search.",
+                gettext_noop("There is no room %(room)s."),
+                gettext_noop("Use a room code returned by the availability search."),
+                params={"room": room_code},
             )
         # A replay of a request that already succeeded is refused by the same rules (its slot
         # is taken, its version moved on), so the key is asked first.
@@ -228,8 +230,8 @@ def _replay(
         raise BookingError(
             "idempotency_key_reuse",
             "idempotency_key_reuse",
-            "This idempotency key was already used for a different booking request.",
-            "Use a new key for a new request.",
+            gettext_noop("This idempotency key was already used for a different booking request."),
+            gettext_noop("Use a new key for a new request."),
         )
     return Reservation(
         booking=first,
@@ -262,37 +264,44 @@ def _explain_refusal(
         raise BookingError(
             "invalid_input",
             "room_not_bookable",
-            f"{room_code} cannot be booked.",
-            "Pick another room.",
+            gettext_noop("%(room)s cannot be booked."),
+            gettext_noop("Pick another room."),
+            params={"room": room_code},
         )
     if attendees > capacity:
         raise BookingError(
             "invalid_input",
             "over_capacity",
-            f"{room_code} holds {capacity} people, not {attendees}.",
-            "Pick a larger room.",
+            gettext_noop("%(room)s holds %(capacity)d people, not %(attendees)d."),
+            gettext_noop("Pick a larger room."),
+            params={"room": room_code, "capacity": capacity, "attendees": attendees},
         )
     missing = sorted(set(wanted) - set(equipment))
     if missing:
         raise BookingError(
             "invalid_input",
             "missing_equipment",
-            f"{room_code} has no {', '.join(missing)}.",
-            "Pick a room that has it.",
+            gettext_noop("%(room)s has no %(equipment)s."),
+            gettext_noop("Pick a room that has it."),
+            params={"room": room_code, "equipment": rules.equipment_list(missing)},
         )
     if not fresh:
         raise BookingError(
             "conflict",
             "stale_version",
-            f"{room_code}'s schedule for that time changed since it was read "
-            f"(version {expected_version}, now {version}).",
-            "Search availability again before reserving.",
+            gettext_noop(
+                "%(room)s's schedule for that time changed since it was read "
+                "(version %(expected)s, now %(version)s)."
+            ),
+            gettext_noop("Search availability again before reserving."),
+            params={"room": room_code, "expected": expected_version, "version": version},
         )
     raise BookingError(
         "conflict",
         "slot_taken",
-        f"{room_code} is already booked for part of that time.",
-        "Search again and pick another room or time.",
+        gettext_noop("%(room)s is already booked for part of that time."),
+        gettext_noop("Search again and pick another room or time."),
+        params={"room": room_code},
     )
 
 
@@ -306,7 +315,12 @@ def booking_cancel(*, user: User, booking_code: str) -> Booking:
     """
     found = Booking.objects.filter(code=booking_code).values_list("room_id", flat=True).first()
     if found is None:
-        raise BookingError("not_found", "booking_not_found", f"There is no booking {booking_code}.")
+        raise BookingError(
+            "not_found",
+            "booking_not_found",
+            gettext_noop("There is no booking %(code)s."),
+            params={"code": booking_code},
+        )
     room = Room.objects.select_for_update().get(pk=found)
     booking = Booking.objects.select_for_update().get(code=booking_code)
     booking.room = room
@@ -314,8 +328,9 @@ def booking_cancel(*, user: User, booking_code: str) -> Booking:
         raise BookingError(
             "forbidden",
             "not_your_booking",
-            f"{booking_code} belongs to someone else.",
-            "Only its requester or an admin may cancel it.",
+            gettext_noop("%(code)s belongs to someone else."),
+            gettext_noop("Only its requester or an admin may cancel it."),
+            params={"code": booking_code},
         )
     if booking.status == BookingStatus.CANCELLED:
         return booking

@@ -16,6 +16,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.formats import date_format
+from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.middleware import HtmxDetails
@@ -68,7 +69,9 @@ def book(request: AuthedRequest) -> HttpResponse:
         return _refused(request, "bookings/search.html#outcome", {"error": error})
     if _swap(request):
         return render(request, "bookings/search.html#outcome", {"reservation": reservation})
-    messages.success(request, f"Booked {_summary(reservation.booking)}.")
+    messages.success(
+        request, gettext("Booked %(booking)s.") % {"booking": _summary(reservation.booking)}
+    )
     return redirect("bookings:mine")
 
 
@@ -89,7 +92,7 @@ def cancel(request: AuthedRequest, code: str) -> HttpResponse:
         return _refused(request, "bookings/mine.html#row", {"code": code, "error": error})
     if _swap(request):
         return render(request, "bookings/mine.html#row", {"booking": booking})
-    messages.success(request, f"Cancelled {_summary(booking)}.")
+    messages.success(request, gettext("Cancelled %(booking)s.") % {"booking": _summary(booking)})
     return redirect("bookings:mine")
 
 
@@ -102,8 +105,12 @@ def _refused(request: AuthedRequest, partial: str, context: dict) -> HttpRespons
 
 def _summary(booking: Booking) -> str:
     start, end = timezone.localtime(booking.start_at), timezone.localtime(booking.end_at)
-    when = f"{date_format(start, 'j M H:i')}\u2013{date_format(end, 'H:i')}"
-    return f"{booking.room.code}, {when}, code {booking.code}"
+    return gettext("%(room)s, %(start)s–%(end)s, code %(code)s") % {
+        "room": booking.room.code,
+        "start": date_format(start, "SHORT_DATETIME_FORMAT"),
+        "end": date_format(end, "TIME_FORMAT"),
+        "code": booking.code,
+    }
 
 
 def _upcoming_first(bookings: list[Booking], *, now: datetime) -> list[Booking]:

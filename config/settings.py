@@ -62,6 +62,9 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
+    # Where Django's docs put it: after sessions, before CommonMiddleware. The language is the
+    # switcher's cookie when set, else the browser's Accept-Language, else LANGUAGE_CODE.
+    "django.middleware.locale.LocaleMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
@@ -125,6 +128,11 @@ CHANNEL_LAYERS = {
 }
 
 LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+# Compiled (.mo) by the build from the committed .po files: `make compilemessages`.
+LOCALE_PATHS = [BASE_DIR / "locale"]
+# Our own date/time formats per language (the screens use named formats such as DATE_FORMAT).
+FORMAT_MODULE_PATH = ["config.formats"]
 TIME_ZONE = os.environ.get("TIME_ZONE", "Asia/Shanghai")
 USE_I18N = True
 USE_TZ = True
