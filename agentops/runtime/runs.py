@@ -101,12 +101,14 @@ def run_start(
     model: str | None = None,
     faults: list[dict[str, Any]] | None = None,
     script: list[dict[str, Any]] | None = None,
-    budgets: Budgets = DEFAULT_BUDGETS,
+    budgets: Budgets | dict[str, int] = DEFAULT_BUDGETS,
 ) -> AgentRun:
     """Create a run for ``user`` (from the session or token) and enqueue its first step.
 
     Raises ValueError for a request or scope that cannot start a run, RunRateLimited when the
     user started too many runs this minute (counted before anything is read or written)."""
+    if isinstance(budgets, dict):  # tests and drills override single budgets
+        budgets = Budgets.from_json(DEFAULT_BUDGETS.to_json() | budgets)
     retry_after_ms = ratelimit.run_starts.hit(user.pk)
     if retry_after_ms is not None:
         raise RunRateLimited(retry_after_ms)

@@ -9,20 +9,13 @@ from datetime import datetime
 
 from django.utils import dateformat, timezone, translation
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy
+from django.utils.translation import pgettext
 
 from agentops.contract import ReplyKind
 from bookings.assistant.parsing import END_BEFORE_START, NO_END, Clarification
+from bookings.rules import equipment_label
 
 DJANGO_LANGUAGE = {"zh": "zh-hans", "en": "en"}
-
-EQUIPMENT_NAMES = {
-    "projector": gettext_lazy("projector"),
-    "whiteboard": gettext_lazy("whiteboard"),
-    "video": gettext_lazy("video conferencing"),
-    "phone": gettext_lazy("phone"),
-    "display": gettext_lazy("display"),
-}
 
 
 def in_language(language: str):
@@ -34,7 +27,7 @@ def _join(words: list[str]) -> str:
     if len(words) == 1:
         return words[0]
     return _("%(items)s and %(last)s") % {
-        "items": _(", ").join(words[:-1]),
+        "items": pgettext("list separator", ", ").join(words[:-1]),
         "last": words[-1],
     }
 
@@ -56,8 +49,7 @@ def clarifying_question(clarification: Clarification) -> str:
 
 
 def equipment_text(equipment: Iterable[str]) -> str:
-    names = [str(EQUIPMENT_NAMES.get(e, e)) for e in equipment]
-    return _(", ").join(names)
+    return pgettext("list separator", ", ").join(str(equipment_label(e)) for e in equipment)
 
 
 def no_room(language: str, *, people: int, equipment: Iterable[str]) -> str:
@@ -93,6 +85,8 @@ def reply(kind: ReplyKind, *, language: str, detail: str = "") -> str:
     with in_language(language):
         if kind == ReplyKind.NOTHING_DONE:
             return f"{_('Nothing was booked.')} {detail}".strip()
+        if kind == ReplyKind.CANCELLED:
+            return pgettext("run", "Cancelled.")
         if kind == ReplyKind.STILL_CHECKING:
             return _(
                 "Still checking whether the booking went through; nothing has been booked twice. "
@@ -100,7 +94,7 @@ def reply(kind: ReplyKind, *, language: str, detail: str = "") -> str:
             )
         if kind == ReplyKind.STOPPED:
             return _("The request was stopped (%(why)s).") % {"why": detail.replace("_", " ")}
-        return _("Cancelled.")
+        raise ValueError(kind)
 
 
 def _local(value: str) -> datetime:

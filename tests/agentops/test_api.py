@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import ApiToken
+from accounts.selectors import user_roles
 from accounts.services import token_issue
 from agentops import exports, registry
 from agentops.execution.recorder import call_direct
@@ -91,7 +92,7 @@ def test_listing_tools_with_a_session_shows_the_visible_tools_described(e17):
 
     assert response.status_code == 200
     tools = response.json()["tools"]
-    assert tools == [exports.describe(s) for s in registry.visible_to(registry.user_roles(e17))]
+    assert tools == [exports.describe(s) for s in registry.visible_to(user_roles(user=e17))]
     assert {
         "find_available_rooms",
         "reserve_room",

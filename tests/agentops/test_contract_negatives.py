@@ -8,6 +8,7 @@ import pytest
 from django.db import connection
 
 from agentops.execution import recorder
+from agentops.execution.recorder import call_direct
 from agentops.models import Action, ActionStatus, AgentRun, IdempotencyRecord
 from agentops.runtime import runs
 from agentops.runtime.runs import run_cancel, run_start
@@ -102,16 +103,13 @@ def test_unauthorized_action_has_zero_side_effects(worker, e17, e23):
         user=e17, room_code="R7", start_at=START, end_at=END, attendees=3, idempotency_key="theirs"
     ).booking
     versions = dict(Room.objects.values_list("code", "schedule_version"))
-    script = [{"proposals": [{"tool": "cancel_booking", "arguments": {"booking_id": theirs.code}}]}]
-    scope = {"tools": ["cancel_booking"], "max_writes": 1}
-    run = run_start(
-        user=e23, request_text="cancel that booking", model="scripted", script=script, scope=scope
-    )
-    run = wait_for_run(run.pk, statuses=("waiting_approval", "failed", "succeeded"))
+    # No request text grants the assistant cancel_booking yet: the direct path is the channel.
+    envelope = call_direct(user=e23, name="cancel_booking", arguments={"booking_id": theirs.code})
 
-    action = run.actions.get()
-    assert run.status == "waiting_approval"
-    assert action.status == "waiting_approval" and action.risk == "HIGH"
+    assert (envelope["signal"], envelope["code"]) == ("red", "approval_required")
+    assert "another employee" in envelope["message"]
+    action = Action.objects.get(tool="cancel_booking")
+    assert action.status == "rejected" and action.risk == "HIGH" and action.attempts == 0
     assert "another employee" in action.risk_reasons[0]
     assert Booking.objects.get(pk=theirs.pk).status == "confirmed"
     assert dict(Room.objects.values_list("code", "schedule_version")) == versions

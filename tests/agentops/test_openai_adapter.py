@@ -6,13 +6,14 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import openai
 import pytest
 
-from agentops.contract import ModelContext, Observation, Proposal, Step
+from agentops.contract import Delegation, ModelContext, Observation, Proposal, Step
 from agentops.planners.openai_adapter import (
     MAX_RESULT_BYTES,
     OpenAIPlanner,
@@ -171,11 +172,16 @@ def make_ctx(
         language=language,
         now="2025-03-10T09:00:00+08:00",
         subject={"employee_id": "e17", "department": "R&D"},
-        delegation={
-            "window": {"start": "2025-03-11T08:00:00+08:00", "end": "2025-03-11T20:00:00+08:00"},
-            "attendees": 4,
-            "equipment": ["projector"],
-        },
+        delegation=Delegation(
+            tools=frozenset({"find_available_rooms", "reserve_room"}),
+            max_writes=1,
+            window=(
+                datetime.fromisoformat("2025-03-11T08:00:00+08:00"),
+                datetime.fromisoformat("2025-03-11T20:00:00+08:00"),
+            ),
+            attendees=4,
+            equipment=frozenset({"projector"}),
+        ),
         tools=[SEARCH_TOOL, RESERVE_TOOL] if tools is None else tools,
         history=history or [],
         turn=len(history or []) + 1,

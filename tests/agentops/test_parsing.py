@@ -7,7 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bookings.assistant.parsing import BookingRequest, Clarification, parse_booking_request
+from bookings.assistant.parsing import (
+    END_BEFORE_START,
+    NO_END,
+    BookingRequest,
+    Clarification,
+    parse_booking_request,
+)
+from bookings.assistant.replies import clarifying_question
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 NOW = datetime(2026, 9, 26, 13, 0, tzinfo=SHANGHAI)  # a Saturday
@@ -203,40 +210,63 @@ def test_duration_running_past_midnight_ends_next_day() -> None:
 @pytest.mark.parametrize(
     ("text", "missing", "language", "question"),
     [
-        ("book a room 14:00-15:00 for 3 people", ("date",), "en", "Which day?"),
-        ("book a room tomorrow for 3", ("time",), "en", "What time (start and end)?"),
-        ("book a room tomorrow 2-3pm", ("attendees",), "en", "For how many people?"),
+        ("book a room 14:00-15:00 for 3 people", ("date",), "en", "Please tell me which day."),
+        (
+            "book a room tomorrow for 3",
+            ("time",),
+            "en",
+            "Please tell me what time (start and end).",
+        ),
+        ("book a room tomorrow 2-3pm", ("attendees",), "en", "Please tell me for how many people."),
         (
             "book a room please",
             ("date", "time", "attendees"),
             "en",
-            "Which day, what time (start and end) and for how many people?",
+            "Please tell me which day, what time (start and end) and for how many people.",
         ),
-        ("book a room for 3", ("date", "time"), "en", "Which day and what time (start and end)?"),
+        (
+            "book a room for 3",
+            ("date", "time"),
+            "en",
+            "Please tell me which day and what time (start and end).",
+        ),
         ("下午3点到4点 3人", ("date",), "zh", "请告诉我日期。"),
-        ("帮我订明天的会议室", ("time", "attendees"), "zh", "请告诉我时间和人数。"),
+        ("帮我订明天的会议室", ("time", "attendees"), "zh", "请告诉我时间（开始和结束）和人数。"),
         ("明天下午两点到三点", ("attendees",), "zh", "请告诉我人数。"),
-        ("订个会议室", ("date", "time", "attendees"), "zh", "请告诉我日期、时间和人数。"),
+        (
+            "订个会议室",
+            ("date", "time", "attendees"),
+            "zh",
+            "请告诉我日期、时间（开始和结束）和人数。",
+        ),
         ("明天 2点到3点 一两个人", ("attendees",), "zh", "请告诉我人数。"),
     ],
 )
 def test_incomplete_request_asks_for_exactly_what_is_missing(
     text: str, missing: tuple[str, ...], language: str, question: str
 ) -> None:
-    assert parse(text) == Clarification(missing=missing, question=question, language=language)
+    result = parse(text)
+    assert result == Clarification(missing=missing, language=language)
+    assert clarifying_question(result) == question
 
 
 @pytest.mark.parametrize(
     ("text", "language", "question"),
     [
-        ("book a room at 3pm tomorrow for 3", "en", "Until what time (or for how long)?"),
+        (
+            "book a room at 3pm tomorrow for 3",
+            "en",
+            "Please tell me until what time (or for how long).",
+        ),
         ("明天下午3点 3人", "zh", "请告诉我结束时间或时长。"),
     ],
 )
 def test_start_without_end_asks_for_end_or_duration(
     text: str, language: str, question: str
 ) -> None:
-    assert parse(text) == Clarification(missing=("time",), question=question, language=language)
+    result = parse(text)
+    assert result == Clarification(missing=("time",), language=language, problem=NO_END)
+    assert clarifying_question(result) == question
 
 
 @pytest.mark.parametrize(
@@ -255,7 +285,8 @@ def test_end_not_after_start_asks_for_time_again(text: str, language: str, phras
     assert isinstance(result, Clarification)
     assert result.missing == ("time",)
     assert result.language == language
-    assert phrase in result.question
+    assert result.problem == END_BEFORE_START
+    assert phrase in clarifying_question(result)
 
 
 def test_impossible_date_is_missing() -> None:

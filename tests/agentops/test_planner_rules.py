@@ -244,7 +244,9 @@ def test_an_unparseable_request_asks_the_user_without_proposals():
 
     assert step.proposals == []
     assert step.outcome == "ask_user"
-    assert step.message == "Which day, what time (start and end) and for how many people?"
+    assert step.message == (
+        "Please tell me which day, what time (start and end) and for how many people."
+    )
 
 
 def test_a_chinese_request_searches_the_same_window():
@@ -259,10 +261,10 @@ def test_a_chinese_request_gets_chinese_messages():
     unclear = propose(context(goal="帮我订个会议室", language="zh"))
 
     assert no_room.outcome == unverified.outcome == "gave_up"
-    assert no_room.message == "该时段没有可容纳 3 人、带投影的会议室，换个时间试试？"
-    assert unverified.message == "无法核实空闲情况（查询会议室超时），本次没有预订。"
+    assert no_room.message == "该时段没有可容纳 3 人、带投影仪的会议室，换个时间试试？"
+    assert unverified.message == "无法核实空闲情况（查询会议室没有响应），本次没有预订。"
     assert unclear.outcome == "ask_user"
-    assert unclear.message == "请告诉我日期、时间和人数。"
+    assert unclear.message == "请告诉我日期、时间（开始和结束）和人数。"
 
 
 def test_once_a_reservation_succeeded_it_is_done_without_proposals():

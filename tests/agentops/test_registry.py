@@ -316,7 +316,7 @@ def test_metadata_export_states_the_timeout_as_three_times_the_latency():
 
 @pytest.mark.django_db
 def test_an_employee_sees_all_five_booking_tools(e17):
-    assert {s.name for s in registry.visible_to(registry.user_roles(e17))} >= BOOKING_TOOLS
+    assert {s.name for s in registry.visible_to(user_roles(user=e17))} >= BOOKING_TOOLS
 
 
 @pytest.mark.django_db
