@@ -36,26 +36,34 @@ class Claim:
 
 def idempotency_claim(*, key: str, tool: str, subject_id: int, digest: str) -> Claim:
     """Take the key for this call, or say why not. The claim commits on its own (autocommit or
-    the caller's transaction), so a concurrent duplicate sees it at once."""
-    now = timezone.now()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            INSERT INTO agentops_idempotencyrecord
-                   (key, tool, subject_id, request_digest, status, created_at, expires_at)
-            VALUES (%s, %s, %s, %s, 'in_progress', %s, %s)
-            ON CONFLICT (key) DO NOTHING
-            RETURNING id
-            """,
-            [key, tool, subject_id, digest, now, now + IDEMPOTENCY_TTL],
-        )
-        if cursor.fetchone() is not None:
-            return Claim(ClaimState.OWNER)
-    record = IdempotencyRecord.objects.get(key=key)
-    if record.request_digest != digest:
-        return Claim(ClaimState.REUSE)
-    if record.status == IdempotencyStatus.COMPLETED:
-        return Claim(ClaimState.REPLAY, record.response)
+    the caller's transaction), so a concurrent duplicate sees it at once.
+
+    Hand-written SQL on purpose: INSERT ... ON CONFLICT DO NOTHING RETURNING is the claim itself
+    (one statement, no exception, no savepoint); the ORM has no insert that says whether the row
+    was taken."""
+    for _ in range(2):  # the holder may release the key between our insert and our read
+        now = timezone.now()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                """
+                INSERT INTO agentops_idempotencyrecord
+                       (key, tool, subject_id, request_digest, status, created_at, expires_at)
+                VALUES (%s, %s, %s, %s, 'in_progress', %s, %s)
+                ON CONFLICT (key) DO NOTHING
+                RETURNING id
+                """,
+                [key, tool, subject_id, digest, now, now + IDEMPOTENCY_TTL],
+            )
+            if cursor.fetchone() is not None:
+                return Claim(ClaimState.OWNER)
+        record = IdempotencyRecord.objects.filter(key=key).first()
+        if record is None:
+            continue
+        if record.request_digest != digest:
+            return Claim(ClaimState.REUSE)
+        if record.status == IdempotencyStatus.COMPLETED:
+            return Claim(ClaimState.REPLAY, record.response)
+        return Claim(ClaimState.IN_PROGRESS)
     return Claim(ClaimState.IN_PROGRESS)
 
 
