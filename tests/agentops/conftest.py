@@ -29,7 +29,7 @@ def celery_worker_thread(django_db_setup, django_db_blocker):
 
 
 @pytest.fixture
-def worker(celery_worker_thread, transactional_db, demo):
+def worker(celery_worker_thread, transactional_db):
     """Runs need committed data (the worker has its own connections): transactional tests."""
     from agentops.redis_client import get_redis
 
