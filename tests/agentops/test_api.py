@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from agentops.execution.recorder import call_direct
 from agentops.models import AgentRun, IdempotencyRecord, TraceEvent
 from agentops.redis_client import get_redis
 from bookings.models import Booking, Room
+from tests.agentops.conftest import wait_until
 from tests.conftest import slot
 
 pytestmark = [
@@ -604,13 +604,11 @@ def test_a_booking_request_runs_to_a_verified_booking(worker, e17):
     started = post_json(Client(), RUNS, {"request": request}, **headers)
     assert started.status_code == 202
 
-    deadline = time.monotonic() + 30
-    body = Client().get(run_url(started.json()["run_id"]), **headers).json()
-    while (
-        body["status"] not in ("succeeded", "failed", "cancelled") and time.monotonic() < deadline
-    ):
-        time.sleep(0.05)
+    def finished() -> dict | None:
         body = Client().get(run_url(started.json()["run_id"]), **headers).json()
+        return body if body["status"] in ("succeeded", "failed", "cancelled") else None
+
+    body = wait_until(finished, timeout=30, message="the run to finish, read through the API")
 
     assert body["status"] == "succeeded", (body["outcome"], body["reply"])
     booking = Booking.objects.get()

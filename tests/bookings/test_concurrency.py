@@ -273,6 +273,8 @@ class Workers:
             inbox.put(None)
         for t in self.threads:
             t.join(JOIN_TIMEOUT)
+        alive = [t.name for t in self.threads if t.is_alive()]
+        assert not alive, f"still running after {JOIN_TIMEOUT}s: {alive}"
 
 
 @pytest.fixture
