@@ -1,12 +1,9 @@
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
-
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # Playwright's sync API in tests
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 
