@@ -58,8 +58,9 @@ messages: venv
 	$(NO_SERVERS) $(PY) manage.py makemessages $(addprefix -l ,$(LOCALES)) --ignore=.venv --ignore=var --ignore=bench --ignore=tests --add-location=file --no-wrap
 	$(MAKE) compilemessages
 
+# ruff, then the import-linter contracts of pyproject.toml that keep the layout honest.
 lint: venv
-	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/lint-imports
 
 bench: bench-contention bench-runtime
 

@@ -148,7 +148,7 @@ def test_unsupported_language_falls_back_to_english(as_e17):
 
 
 @pytest.mark.django_db
-def test_every_page_has_a_csrf_protected_language_switcher(client, demo):
+def test_every_page_has_a_csrf_protected_language_switcher(client):
     html = client.get(reverse("login")).text
     form = html.split('class="inline language-switcher"')[0].rsplit("<form", 1)[1]
     assert 'method="post"' in form
@@ -200,6 +200,7 @@ def test_setlang_ignores_an_unknown_language(as_e17):
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("rooms")
 def test_search_results_in_chinese_with_local_date_format(as_e17):
     html = as_e17.get(SEARCH, search_params(), **HTMX, **ZH).text
     day = timezone.localdate() + timedelta(days=1)
@@ -228,6 +229,7 @@ def test_form_errors_in_chinese_name_the_chinese_field(as_e17):
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("rooms")
 def test_book_refusal_and_success_in_chinese(as_e17):
     refused = as_e17.post(BOOK, book_data(attendees=5), **HTMX, **ZH).text
     assert "R7 最多容纳 4 人，容纳不了 5 人。" in refused
@@ -237,6 +239,7 @@ def test_book_refusal_and_success_in_chinese(as_e17):
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("rooms")
 def test_flash_message_and_my_bookings_in_chinese(as_e17):
     response = as_e17.post(BOOK, book_data(), follow=True, **ZH)
     html = response.text
@@ -249,6 +252,7 @@ def test_flash_message_and_my_bookings_in_chinese(as_e17):
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("rooms")
 def test_english_pages_keep_24_hour_times_and_day_month(as_e17):
     booked = as_e17.post(BOOK, book_data(), **HTMX).text
     start = timezone.localtime(slot(days=1)[0])
@@ -261,6 +265,7 @@ def test_english_pages_keep_24_hour_times_and_day_month(as_e17):
 
 
 @pytest.mark.django_db
+@pytest.mark.usefixtures("rooms")
 def test_refusal_keeps_english_text_for_the_model_whatever_the_language(e17):
     start, end = slot(days=1)
     with translation.override("zh-hans"), pytest.raises(BookingError) as info:

@@ -29,7 +29,7 @@ def celery_worker_thread(django_db_setup, django_db_blocker):
 
 
 @pytest.fixture
-def worker(celery_worker_thread, transactional_db, demo):
+def worker(celery_worker_thread, transactional_db):
     """Runs need committed data (the worker has its own connections): transactional tests."""
     from agentops.redis_client import get_redis
 
@@ -40,7 +40,8 @@ def worker(celery_worker_thread, transactional_db, demo):
 
 def _wait_until_idle(timeout: float = 20.0) -> None:
     """Let the work a test left in flight finish (queued, reserved and running tasks) before
-    the database is flushed under it: a TRUNCATE racing a worker's insert deadlocks."""
+    the database is flushed under it: a TRUNCATE racing a worker's insert deadlocks. Fails the
+    test, naming what was still busy, when the worker does not go quiet in `timeout` seconds."""
     from celery.worker import state
     from django.conf import settings
 
@@ -51,21 +52,31 @@ def _wait_until_idle(timeout: float = 20.0) -> None:
     redis = get_redis()
     for run_id in AgentRun.objects.values_list("pk", flat=True):
         redis.set(release_key(str(run_id)), "1", ex=60)  # let paused faults go
+
+    def busy() -> dict[str, object]:
+        queued = redis.llen(settings.CELERY_TASK_DEFAULT_QUEUE)
+        return {
+            name: value
+            for name, value in (
+                ("active", sorted(r.name for r in list(state.active_requests))),
+                ("reserved", sorted(r.name for r in list(state.reserved_requests))),
+                ("queued", queued),
+            )
+            if value
+        }
+
     quiet_since = None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        busy = (
-            state.active_requests
-            or state.reserved_requests
-            or redis.llen(settings.CELERY_TASK_DEFAULT_QUEUE)
-        )
-        if busy:
+        if busy():
             quiet_since = None
         elif quiet_since is None:
             quiet_since = time.monotonic()
         elif time.monotonic() - quiet_since > 0.3:
             return
         time.sleep(0.05)
+    still = busy() or "nothing at the last look, but never quiet for 0.3s"
+    raise AssertionError(f"the worker was still busy after {timeout}s: {still}")
 
 
 def wait_for_run(run_id, statuses=("succeeded", "failed", "cancelled"), timeout=30.0):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -21,9 +20,14 @@ from agentops.execution.recorder import call_direct
 from agentops.models import AgentRun, IdempotencyRecord, TraceEvent
 from agentops.redis_client import get_redis
 from bookings.models import Booking, Room
+from tests.agentops.conftest import wait_until
 from tests.conftest import slot
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.integration,
+    pytest.mark.usefixtures("rooms"),
+]
 
 TOOLS = reverse("agentops:api-tools")
 RUNS = reverse("agentops:api-runs")
@@ -113,14 +117,14 @@ def test_listing_tools_with_a_bearer_token_shows_the_same_tools(e17):
     assert response.json() == session(e17).get(TOOLS).json()
 
 
-def test_a_user_without_any_group_sees_no_tools(demo, django_user_model):
+def test_a_user_without_any_group_sees_no_tools(django_user_model):
     nobody = django_user_model.objects.create_user(username="nogroup", employee_id="E99")
 
     assert session(nobody).get(TOOLS).json() == {"tools": []}
     assert Client().get(TOOLS, **bearer(nobody)).json() == {"tools": []}
 
 
-def test_a_user_without_any_group_cannot_call_a_tool(demo, django_user_model):
+def test_a_user_without_any_group_cannot_call_a_tool(django_user_model):
     nobody = django_user_model.objects.create_user(username="nogroup", employee_id="E99")
 
     response = post_json(Client(), call_url("find_available_rooms"), find_body(), **bearer(nobody))
@@ -129,7 +133,7 @@ def test_a_user_without_any_group_cannot_call_a_tool(demo, django_user_model):
     assert (response.json()["reason"], response.json()["code"]) == ("forbidden", "tool_not_visible")
 
 
-def test_no_credentials_is_401(demo):
+def test_no_credentials_is_401():
     listing = Client().get(TOOLS)
     call = post_json(Client(), call_url("find_available_rooms"), find_body())
     run = post_json(Client(), RUNS, {"request": "book a room"})
@@ -600,13 +604,11 @@ def test_a_booking_request_runs_to_a_verified_booking(worker, e17):
     started = post_json(Client(), RUNS, {"request": request}, **headers)
     assert started.status_code == 202
 
-    deadline = time.monotonic() + 30
-    body = Client().get(run_url(started.json()["run_id"]), **headers).json()
-    while (
-        body["status"] not in ("succeeded", "failed", "cancelled") and time.monotonic() < deadline
-    ):
-        time.sleep(0.05)
+    def finished() -> dict | None:
         body = Client().get(run_url(started.json()["run_id"]), **headers).json()
+        return body if body["status"] in ("succeeded", "failed", "cancelled") else None
+
+    body = wait_until(finished, timeout=30, message="the run to finish, read through the API")
 
     assert body["status"] == "succeeded", (body["outcome"], body["reply"])
     booking = Booking.objects.get()

@@ -17,7 +17,7 @@ from config.asgi import application
 from tests.agentops.conftest import release_faults, wait_until
 from tests.conftest import slot
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 
 START, END = slot(days=7)
 REQUEST = f"book a room on {START:%Y-%m-%d} {START:%H:%M}-{END:%H:%M} for 3 people with a projector"

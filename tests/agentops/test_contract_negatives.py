@@ -17,7 +17,7 @@ from bookings.services import booking_cancel, booking_reserve
 from tests.agentops.conftest import release_faults, wait_for_run, wait_until
 from tests.conftest import slot
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 
 START, END = slot(days=3)
 REQUEST = f"Book a room on {START:%Y-%m-%d} {START:%H:%M}-{END:%H:%M} for 3 people with a projector"

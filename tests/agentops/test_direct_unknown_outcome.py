@@ -16,7 +16,7 @@ from bookings.models import Booking, Room
 from tests.agentops.conftest import wait_for_run
 from tests.conftest import slot
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from bookings.models import Booking, Room
 from tests.agentops.conftest import wait_for_run
 from tests.conftest import slot
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 
 START, END = slot(days=2, hour=14)
 WINDOW = (START.isoformat(), END.isoformat())

@@ -142,6 +142,7 @@ def endpoint() -> Iterator[FakeEndpoint]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+        assert not thread.is_alive(), "the fake endpoint did not stop in 5s"
 
 
 def make_planner(base_url: str, timeout_s: float = 5.0) -> OpenAIPlanner:

@@ -14,7 +14,7 @@ from tests.agentops.conftest import wait_for_run
 from tests.agentops.test_openai_adapter import endpoint, text_reply, tool_calls_reply  # noqa: F401
 from tests.conftest import slot
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 
 START, END = slot(days=6)
 REQUEST = f"book a room on {START:%Y-%m-%d} {START:%H:%M}-{END:%H:%M} for 3 people with a projector"

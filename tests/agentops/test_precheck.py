@@ -16,7 +16,7 @@ from bookings.models import Booking, Room
 from tests.agentops.conftest import release_faults, wait_for_run, wait_until
 from tests.agentops.test_gate import REQUEST, find, reserve
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 
 
 def _paused_run(user):

@@ -320,14 +320,14 @@ def test_an_employee_sees_all_five_booking_tools(e17):
 
 
 @pytest.mark.django_db
-def test_a_user_without_any_group_sees_no_tools(demo, django_user_model):
+def test_a_user_without_any_group_sees_no_tools(django_user_model):
     nobody = django_user_model.objects.create_user(username="nogroup", password="x")
 
     assert registry.visible_to(user_roles(user=nobody)) == []
 
 
 @pytest.mark.django_db
-def test_a_superuser_without_groups_counts_as_admin(demo, django_user_model):
+def test_a_superuser_without_groups_counts_as_admin(django_user_model):
     root = django_user_model.objects.create_superuser(username="root", password="x")
 
     assert {s.name for s in registry.visible_to(user_roles(user=root))} >= BOOKING_TOOLS

@@ -13,7 +13,11 @@ from agentops.models import IdempotencyRecord
 from bookings.services import booking_reserve
 from tests.conftest import slot
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("rooms"),
+]
 
 
 def abandoned_claim(user, key: str) -> IdempotencyRecord:

@@ -19,7 +19,11 @@ from bookings.models import Booking
 from tests.agentops.conftest import release_faults, wait_for_run, wait_until
 from tests.conftest import slot
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("rooms"),
+]
 
 START, END = slot(days=4)
 REQUEST = f"Book a room on {START:%Y-%m-%d} {START:%H:%M}-{END:%H:%M} for 3 people with a projector"
@@ -76,7 +80,7 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 @pytest.fixture
-def fresh_broker(demo):
+def fresh_broker():
     from agentops.redis_client import get_redis
 
     get_redis().flushdb()

@@ -17,13 +17,16 @@ from django.db import connection, transaction
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from accounts.models import User
 from bookings.errors import BookingError
 from bookings.models import Booking, BookingStatus, Room
 from bookings.services import Reservation, booking_cancel, booking_reserve
 from tests.conftest import slot
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.integration,
+    pytest.mark.usefixtures("rooms"),
+]
 
 JOIN_TIMEOUT = 60
 
@@ -270,10 +273,12 @@ class Workers:
             inbox.put(None)
         for t in self.threads:
             t.join(JOIN_TIMEOUT)
+        alive = [t.name for t in self.threads if t.is_alive()]
+        assert not alive, f"still running after {JOIN_TIMEOUT}s: {alive}"
 
 
 @pytest.fixture
-def workers(demo):
+def workers():
     pool = Workers(BATCH)
     yield pool
     pool.stop()  # before pytest-django flushes the database
@@ -314,8 +319,8 @@ def versions_by_room() -> dict[str, int]:
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(ops=operations)
-def test_random_reserve_cancel_interleavings_never_double_book(workers, ops):
-    users = list(User.objects.filter(username__in=["e17", "e23"]).order_by("username"))
+def test_random_reserve_cancel_interleavings_never_double_book(workers, e17, e23, ops):
+    users = [e17, e23]
     Booking.objects.all().delete()
     Room.objects.update(schedule_version=0)
     ledger = Ledger()

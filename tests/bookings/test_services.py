@@ -13,7 +13,7 @@ from bookings.selectors import booking_get_by_key, room_search
 from bookings.services import booking_cancel, booking_reserve
 from tests.conftest import slot
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rooms")]
 
 
 def reserve(user, room="R7", window=None, attendees=3, key="k1", **kw):

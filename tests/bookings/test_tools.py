@@ -11,6 +11,7 @@ from tests.conftest import slot
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.mark.usefixtures("rooms")
 def test_room_notes_reach_the_model_only_as_short_quoted_data(e17):
     start, end = slot(days=3)
     envelope = call_direct(
@@ -42,6 +43,7 @@ def test_room_notes_reach_the_model_only_as_short_quoted_data(e17):
     }  # ...and nowhere else
 
 
+@pytest.mark.usefixtures("rooms")
 def test_list_my_bookings_pages_with_a_cursor(e17, e23):
     for hour in range(8, 20):
         start, end = slot(days=3, hour=hour)
@@ -85,6 +87,7 @@ def test_list_my_bookings_refuses_bad_paging(e17, arguments, code):
     )
 
 
+@pytest.mark.usefixtures("rooms")
 def test_get_booking_of_someone_else_reads_as_not_found(e17, e23):
     start, end = slot(days=3)
     code = booking_reserve(

@@ -12,10 +12,11 @@ from django.utils import timezone
 
 from bookings.models import Booking, BookingStatus, Room
 from bookings.rules import KNOWN_EQUIPMENT
-from bookings.services import booking_reserve
+from tests.accounts.factories import PASSWORD
+from tests.bookings.factories import booking_create
 from tests.conftest import slot
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rooms")]
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 DASH = "\u2013"  # en dash, as the templates print time ranges
@@ -76,9 +77,9 @@ def snapshot() -> tuple:
 
 def reserve(user, room: str = "R7", window=None, key: str = "seed"):
     start, end = window or slot(days=1)
-    return booking_reserve(
-        user=user, room_code=room, start_at=start, end_at=end, attendees=2, idempotency_key=key
-    ).booking
+    return booking_create(
+        requester=user, room=room, start_at=start, end_at=end, attendees=2, idempotency_key=key
+    )
 
 
 @pytest.fixture
@@ -91,13 +92,13 @@ def as_e17(client, e17):
 
 
 @pytest.mark.parametrize("url", [SEARCH, MINE])
-def test_pages_require_login(client, demo, url):
+def test_pages_require_login(client, url):
     response = client.get(url)
     assert response.status_code == 302
     assert response["Location"] == f"{reverse('login')}?next={url}"
 
 
-def test_anonymous_book_post_redirects_to_login_and_writes_nothing(client, demo):
+def test_anonymous_book_post_redirects_to_login_and_writes_nothing(client):
     before = snapshot()
     response = client.post(BOOK, book_data(), **HTMX)
     assert response.status_code == 302
@@ -105,17 +106,17 @@ def test_anonymous_book_post_redirects_to_login_and_writes_nothing(client, demo)
     assert snapshot() == before
 
 
-def test_login_form_logs_in_and_lands_on_search(client, demo):
+def test_login_form_logs_in_and_lands_on_search(client, e17):
     page = client.get(reverse("login"))
     assert page.status_code == 200
     assert 'name="password"' in page.text
-    response = client.post(reverse("login"), {"username": "e17", "password": "e17-demo-pass"})
+    response = client.post(reverse("login"), {"username": "e17", "password": PASSWORD})
     assert response.status_code == 302
     assert response["Location"] == SEARCH
     assert client.get(SEARCH).status_code == 200
 
 
-def test_login_with_wrong_password_shows_error(client, demo):
+def test_login_with_wrong_password_shows_error(client, e17):
     response = client.post(reverse("login"), {"username": "e17", "password": "nope"})
     assert response.status_code == 200
     assert "alert-error" in response.text

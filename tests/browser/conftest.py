@@ -31,6 +31,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     return report
 
 
+@pytest.fixture(autouse=True)
+def _allow_async_unsafe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Playwright's sync API runs the test inside an event loop, where Django refuses database
+    calls unless this is set. Only here: everywhere else the check stays on (Django reads the
+    variable at call time)."""
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+
 @pytest.fixture
 def browser_page(request: pytest.FixtureRequest, live_server) -> Iterator:
     """A fresh Chromium page; on failure a screenshot lands in test-artifacts/."""

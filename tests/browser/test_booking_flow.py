@@ -6,23 +6,22 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from bookings.demo import demo_password, load_demo_data
 from bookings.models import Booking, BookingStatus
+from tests.accounts.factories import PASSWORD
 
 pytestmark = pytest.mark.browser
 
 
-def test_employee_books_and_cancels_a_room_through_htmx(transactional_db, browser_page):
+def test_employee_books_and_cancels_a_room_through_htmx(transactional_db, rooms, e17, browser_page):
     from playwright.sync_api import expect
 
-    load_demo_data()
     page = browser_page
     tomorrow = timezone.localdate() + timedelta(days=1)
 
     page.goto("/")
     expect(page).to_have_url(re.compile(r"/login/\?next=/$"))
     page.get_by_label("Username", exact=True).fill("e17")
-    page.get_by_label("Password", exact=True).fill(demo_password("e17"))
+    page.get_by_label("Password", exact=True).fill(PASSWORD)
     page.get_by_role("button", name="Log in").click()
     expect(page.get_by_role("heading", name="Find a room")).to_be_visible()
     expect(page.locator(".whoami")).to_contain_text("e17")
