@@ -8,7 +8,7 @@ PYTHON ?= $(shell for p in python3.13 python3.12 /root/.pyenv/versions/3.13*/bin
 PYTEST_ARGS ?=
 TEST_VAR ?= var/test
 
-.PHONY: run test test-integration services stop lint bench bench-contention bench-runtime venv clean
+.PHONY: run test test-integration services stop lint bench bench-contention bench-runtime bench-cpu venv clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12+ is required (Django 6)."; exit 1; }
@@ -46,6 +46,9 @@ bench-contention: venv
 
 bench-runtime: venv
 	$(PY) -m config.devservers exec --var var/bench-runtime --fresh --fast -- $(PY) bench/runtime_overhead.py
+
+bench-cpu: venv
+	$(PY) -m config.devservers exec --var var/bench-cpu --fresh --fast -- $(PY) bench/cpu_probe.py
 
 clean:
 	rm -rf var
