@@ -269,8 +269,13 @@ class Api:
 
     def _conn(self) -> http.client.HTTPConnection:
         conn = getattr(self._local, "conn", None)
+        # uvicorn closes a keep-alive connection after 5 s idle: never send on one that old.
+        if conn is not None and time.monotonic() - self._local.used > 3:
+            conn.close()
+            conn = None
         if conn is None:
             conn = self._local.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        self._local.used = time.monotonic()
         return conn
 
     def call(self, method: str, path: str, user: str, body: Any = None) -> tuple[int, Any]:

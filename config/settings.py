@@ -98,7 +98,7 @@ TEMPLATES = [
 # connection at the end of each request, task and tool call (close_old_connections) and takes
 # it again on the next query. DB_POOL_MAX_SIZE=0 turns the pool off; CONN_MAX_AGE then applies
 # (Django refuses a pool with persistent connections).
-DB_POOL_MAX_SIZE = int(os.environ.get("DB_POOL_MAX_SIZE", "20"))
+DB_POOL_MAX_SIZE = int(os.environ.get("DB_POOL_MAX_SIZE", "40"))
 DATABASES = {
     "default": dj_database_url.parse(
         DATABASE_URL,
