@@ -8,7 +8,7 @@ PYTHON ?= $(shell for p in python3.13 python3.12 /root/.pyenv/versions/3.13*/bin
 PYTEST_ARGS ?=
 TEST_VAR ?= var/test
 
-.PHONY: run test test-integration services stop lint bench bench-contention bench-runtime bench-cpu venv clean
+.PHONY: run test test-integration services stop lint bench bench-contention bench-runtime bench-cpu bench-profile venv clean
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12+ is required (Django 6)."; exit 1; }
@@ -49,6 +49,9 @@ bench-runtime: venv
 
 bench-cpu: venv
 	$(PY) -m config.devservers exec --var var/bench-cpu --fresh --fast -- $(PY) bench/cpu_probe.py
+
+bench-profile: venv
+	$(PY) -m config.devservers exec --var var/bench-profile --fresh --fast -- $(PY) bench/profile_run.py
 
 clean:
 	rm -rf var
