@@ -52,10 +52,10 @@ def main() -> None:
 
     setup_django()
     from django.conf import settings
+    from django.contrib.auth import get_user_model
     from django.db.backends import utils
 
     from agentops.models import AgentRun
-    from bookings.models import User
     from config.celery import app
 
     app.conf.task_always_eager = True
@@ -69,7 +69,7 @@ def main() -> None:
         return original(self, sql, params, *rest)
 
     utils.CursorWrapper._execute = counting
-    users = {u.username: u for u in User.objects.all()}
+    users = {u.username: u for u in get_user_model().objects.all()}
     requests = Requests(settings.TIME_ZONE, days_ahead=40)
 
     def one() -> AgentRun:

@@ -127,10 +127,12 @@ def floor_write(*, user: Any, room: str, start: datetime, end: datetime, version
 
 def in_process(calls: int, batch: int) -> dict:
     """Governed reserve_room vs its design floor vs the bare service, alternating batches."""
-    from bookings.models import Room, User
+    from django.contrib.auth import get_user_model
+
+    from bookings.models import Room
     from bookings.services import booking_reserve
 
-    user = User.objects.get(username="e17")
+    user = get_user_model().objects.get(username="e17")
     rooms = list(
         Room.objects.filter(
             bookable=True, requires_approval=False, department="Engineering", capacity__gte=2
@@ -210,10 +212,11 @@ def in_process(calls: int, batch: int) -> dict:
 
 def in_process_read(calls: int) -> dict:
     """The same comparison for a read: find_available_rooms against bookings.selectors.room_search."""
-    from bookings.models import User
+    from django.contrib.auth import get_user_model
+
     from bookings.selectors import room_search
 
-    user = User.objects.get(username="e17")
+    user = get_user_model().objects.get(username="e17")
     tz = ZoneInfo("Asia/Shanghai")
     start = datetime.now(tz).replace(hour=10, minute=0, second=0, microsecond=0) + timedelta(days=2)
     end = start + timedelta(hours=1)
