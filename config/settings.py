@@ -95,21 +95,37 @@ TEMPLATES = [
     },
 ]
 
-# Persistent connections (checked before reuse): a Celery task or request does not pay a new
-# PostgreSQL connection each time.
+# PostgreSQL connections are reused, never opened per request or per task. Under ASGI every
+# request runs in a thread of its own (asgiref's ThreadSensitiveContext), so a thread-local
+# persistent connection (CONN_MAX_AGE) dies with its thread: 50 requests opened 51 sessions.
+# A pool per process (psycopg_pool) hands the same sessions to every thread: Django returns the
+# connection at the end of each request, task and tool call (close_old_connections) and takes
+# it again on the next query. DB_POOL_MAX_SIZE=0 turns the pool off; CONN_MAX_AGE then applies
+# (Django refuses a pool with persistent connections).
+DB_POOL_MAX_SIZE = int(os.environ.get("DB_POOL_MAX_SIZE", "40"))
 DATABASES = {
     "default": dj_database_url.parse(
         DATABASE_URL,
-        conn_max_age=int(os.environ.get("CONN_MAX_AGE", "60")),
-        conn_health_checks=True,
+        conn_max_age=0 if DB_POOL_MAX_SIZE else int(os.environ.get("CONN_MAX_AGE", "60")),
+        conn_health_checks=_env_bool("DB_HEALTH_CHECKS", True),
     )
 }
 DATABASES["default"]["TEST"] = {"NAME": os.environ.get("TEST_DATABASE_NAME") or None}
+DATABASES["default"]["OPTIONS"] = {}
+if DB_POOL_MAX_SIZE:
+    # Opened lazily in each process (after Celery's fork), min_size sessions kept warm; a
+    # thread waits up to `timeout` seconds for a free one when all are out.
+    DATABASES["default"]["OPTIONS"]["pool"] = {
+        "min_size": min(int(os.environ.get("DB_POOL_MIN_SIZE", "2")), DB_POOL_MAX_SIZE),
+        "max_size": DB_POOL_MAX_SIZE,
+        "timeout": float(os.environ.get("DB_POOL_TIMEOUT", "10")),
+    }
 # Server-side parameters with prepared statements: a hot statement (the reservation CTE, the
-# runtime's bookkeeping) is planned once per connection instead of on every call. Turn off
+# runtime's bookkeeping) is planned once per connection instead of on every call; a pooled
+# connection keeps its prepared statements from one checkout to the next. Turn off
 # (DB_PREPARED_STATEMENTS=false) behind a transaction-pooling proxy such as PgBouncer.
 if _env_bool("DB_PREPARED_STATEMENTS", True):
-    DATABASES["default"]["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 5}
+    DATABASES["default"]["OPTIONS"] |= {"server_side_binding": True, "prepare_threshold": 5}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 CACHES = {
@@ -162,6 +178,10 @@ CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "agentops")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_SEND_TASK_EVENTS = False
+# Celery's Django fix-up closes every database connection (and with a pool under prefork, the
+# whole pool) before and after each task unless this is set; then it does so only every N
+# tasks. config/celery.py gives connections back the way a request does instead.
+CELERY_DB_REUSE_MAX = int(os.environ.get("CELERY_DB_REUSE_MAX", "1000"))
 CELERY_BEAT_SCHEDULE = {
     "sweep-stuck-runs": {
         "task": "agentops.tasks.sweep_task",

@@ -79,8 +79,9 @@ def _call(
             raise LostReceiptError("injected: response lost after the write committed")
         return envelope
     finally:
-        # Pool threads keep their connection between calls; drop it only if it broke.
-        if connection.connection is not None and connection.errors_occurred:
+        # As at the end of a request: a broken or expired connection is dropped and a pooled
+        # one goes back to the pool (a persistent one, CONN_MAX_AGE > 0, stays with the thread).
+        if connection.connection is not None:
             close_old_connections()
 
 
