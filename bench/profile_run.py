@@ -30,6 +30,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ.setdefault("AGENT_RATE_LIMIT_PER_MINUTE", "1000000")
+os.environ.setdefault("AGENT_RUN_RATE_LIMIT_PER_MINUTE", "1000000")
 
 
 # --- runtime entry point: re-point after the runtime's restructure ---------------------------

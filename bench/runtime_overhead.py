@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 os.environ.setdefault("AGENT_RATE_LIMIT_PER_MINUTE", "1000000")  # measure the path, not the limiter
+os.environ.setdefault("AGENT_RUN_RATE_LIMIT_PER_MINUTE", "1000000")
 os.environ.setdefault("DEBUG", "false")  # production settings: no per-query logging
 
 TARGETS = {
