@@ -16,9 +16,10 @@ from agentops.idempotency import idempotency_complete, idempotency_release
 from agentops.models import Action, ActionStatus, EventKind
 from agentops.runtime.locks import lock_action
 from agentops.runtime.queue import enqueue_action
-from agentops.runtime.runs import action_settled, still_checking
+from agentops.runtime.runs import action_settled
 from agentops.runtime.timing import MAX_RECONCILE_RETRIES
 from agentops.runtime.transitions import action_move
+from agentops.runtime.verifier import still_checking
 from agentops.trace import trace_append
 
 

@@ -14,6 +14,7 @@ from agentops.contract import Reason, ReceiptStatus, Signal, failure, success
 from agentops.execution.recorder import Called, finish_locked
 from agentops.idempotency import idempotency_complete, idempotency_release
 from agentops.models import (
+    OPEN_ACTION_STATUSES,
     Action,
     ActionStatus,
     AgentRun,
@@ -55,7 +56,7 @@ def sweep() -> dict[str, int]:
         with transaction.atomic():
             enqueue_action(action_id)
     for run in AgentRun.objects.filter(status=RunStatus.RUNNING, updated_at__lt=stale):
-        if run.actions.filter(status__in=[ActionStatus.QUEUED, ActionStatus.RUNNING]).exists():
+        if run.actions.filter(status__in=OPEN_ACTION_STATUSES).exists():
             continue
         counts["steps"] += 1
         if run.turn == 0 or not run.actions.filter(turn=run.turn).exists():

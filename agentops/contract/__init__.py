@@ -12,7 +12,6 @@ from agentops.contract.envelope import (
     Signal,
     ToolError,
     canonical_json,
-    envelope_signal,
     failure,
     success,
 )
@@ -66,7 +65,6 @@ __all__ = [
     "ToolSpec",
     "Verification",
     "canonical_json",
-    "envelope_signal",
     "failure",
     "success",
 ]

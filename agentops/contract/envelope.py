@@ -110,10 +110,6 @@ def failure(
     }
 
 
-def envelope_signal(envelope: dict[str, Any]) -> Signal:
-    return Signal(envelope["signal"])
-
-
 def canonical_json(value: Any) -> str:
     """A stable text form for digests: sorted keys, no spaces, ISO datetimes."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)

@@ -14,7 +14,6 @@ from django.db import transaction
 STEP = "agentops.tasks.run_step_task"
 EXECUTE = "agentops.tasks.execute_action_task"
 RECONCILE = "agentops.tasks.reconcile_action_task"
-SWEEP = "agentops.tasks.sweep_task"
 
 
 def _send(name: str, args: list[Any], countdown: float | None = None) -> None:

@@ -26,6 +26,7 @@ from agentops.contract import (
     canonical_json,
 )
 from agentops.models import (
+    OPEN_ACTION_STATUSES,
     UNSETTLED_ACTION_STATUSES,
     WRITE_COUNTING_STATUSES,
     Action,
@@ -40,7 +41,7 @@ from agentops.planners import planner_for
 from agentops.planners.context import build_context
 from agentops.runtime import verifier
 from agentops.runtime.locks import lock_run
-from agentops.runtime.proposals import proposal_record
+from agentops.runtime.proposals import call_digest, proposal_record
 from agentops.runtime.queue import enqueue_action, enqueue_reconcile, enqueue_step
 from agentops.runtime.timing import DEFAULT_BUDGETS, Budgets
 from agentops.runtime.transitions import actions_cancel_unstarted, run_move
@@ -173,7 +174,7 @@ def run_step(run_id: Any, turn: int) -> None:
         run = lock_run(run_id)
         if (
             run.status != RunStatus.RUNNING
-            or run.actions.filter(status__in=[ActionStatus.QUEUED, ActionStatus.RUNNING]).exists()
+            or run.actions.filter(status__in=OPEN_ACTION_STATUSES).exists()
         ):
             return
         resuming = run.turn == turn and not run.actions.filter(turn=turn).exists()
@@ -240,13 +241,12 @@ def _apply_step(run_id: Any, turn: int, step: Step) -> None:
         waiting = False
         for index, proposal in enumerate(step.proposals):
             run.proposals += 1
-            digest_of = proposal
             usage = gate.RunUsage(
                 budgets=budgets,
                 proposals=run.proposals,
                 tool_calls=run.tool_calls,
                 past_deadline=timezone.now() >= run.deadline,
-                same_calls_before=lambda p=digest_of: _same_calls_before(run, p),
+                same_calls_before=lambda p=proposal: _same_calls_before(run, p),
             )
             verdict, action = proposal_record(
                 run=run,
@@ -274,8 +274,6 @@ def _apply_step(run_id: Any, turn: int, step: Step) -> None:
 
 
 def _same_calls_before(run: AgentRun, proposal: Any) -> int:
-    from agentops.runtime.proposals import call_digest
-
     digest = call_digest(proposal.tool, proposal.arguments)
     return run.actions.filter(tool=str(proposal.tool)[:64], params_digest=digest).count()
 
@@ -353,18 +351,3 @@ def _finish_direct(run: AgentRun, action: Action, outcome: RunOutcome | None = N
             else RunOutcome.CALL_FAILED
         )
     run_move(run, RunStatus.SUCCEEDED if ok else RunStatus.FAILED, outcome=outcome, reply="")
-
-
-def still_checking(run: AgentRun) -> str:
-    return registry.assistant().reply(ReplyKind.STILL_CHECKING, language=run.language)
-
-
-__all__ = [
-    "POLICY_VERSION",
-    "RunRateLimited",
-    "action_settled",
-    "advance",
-    "run_cancel",
-    "run_start",
-    "run_step",
-]

@@ -115,13 +115,9 @@ def run_move(
         trace_append(run=run, kind=_RUN_EVENT[to], payload=payload or {})
 
 
-def action_can_move(action: Action, to: ActionStatus) -> bool:
-    return to in ACTION_MOVES[ActionStatus(action.status)]
-
-
 def action_move(action: Action, to: ActionStatus, **fields: Any) -> None:
     """Move a saved action to ``to``, setting ``fields`` in the same UPDATE."""
-    if not action_can_move(action, to):
+    if to not in ACTION_MOVES[ActionStatus(action.status)]:
         raise IllegalMoveError(f"action {action.pk}: {action.status} -> {to}")
     action.status = to
     for name, value in fields.items():

@@ -35,13 +35,18 @@ def action_context(run: AgentRun, action: Action) -> CallContext:
     )
 
 
+def still_checking(run: AgentRun) -> str:
+    """The reply while a write's outcome is unknown: never "booked", never "failed"."""
+    return registry.assistant().reply(ReplyKind.STILL_CHECKING, language=run.language)
+
+
 def finish_with_verification(run: AgentRun, step: Step) -> None:
     """The model proposes nothing more. The caller holds the run lock."""
     assistant = registry.assistant()
     if run.actions.filter(status__in=UNSETTLED_ACTION_STATUSES).exists():
         if run.status == RunStatus.RUNNING:
             run_move(run, RunStatus.RECONCILING)
-        run.reply = assistant.reply(ReplyKind.STILL_CHECKING, language=run.language)
+        run.reply = still_checking(run)
         run.save(update_fields=["reply", "updated_at"])
         return
     writes = run.actions.filter(readonly=False, status=ActionStatus.SUCCEEDED).order_by(
