@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from typing import Any
 
 from django.http import Http404, JsonResponse
@@ -52,11 +53,49 @@ def api_auth(view):
     return wrapper
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999
+        raise ValueError("number out of range")
+    return value
+
+
+def _storable(value: Any) -> bool:
+    """Can PostgreSQL's jsonb hold it? No NUL characters and no lone surrogates in any key or
+    string (both are valid JSON text, and both make jsonb refuse the whole document)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            if "\x00" in item:
+                return False
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+    return True
+
+
 def _json_body(request) -> tuple[Any, JsonResponse | None]:
+    """The body as JSON, refused before anything stores it when jsonb could not hold it."""
     try:
-        return json.loads(request.body or b"{}"), None
-    except (json.JSONDecodeError, UnicodeDecodeError):
+        body = json.loads(request.body or b"{}", parse_constant=_no_constant, parse_float=_finite)
+    except (ValueError, RecursionError):  # bad JSON, NaN/Infinity, bad UTF-8, too deep
         return None, _error(400, "malformed_json", "The request body is not valid JSON.")
+    if not _storable(body):
+        return None, _error(
+            400, "malformed_json", "The request body holds NUL characters or lone surrogates."
+        )
+    return body, None
 
 
 @require_GET

@@ -618,3 +618,38 @@ def test_a_booking_request_runs_to_a_verified_booking(worker, e17):
     seqs = [e["seq"] for e in body["events"]]
     assert seqs == sorted(seqs) == list(range(1, len(seqs) + 1))
     assert body["events"][-1]["kind"] == "run_finished"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"NaN",
+        b'{"limit": NaN}',
+        b'{"limit": Infinity}',
+        b'{"limit": 1e999}',
+        b'{"cursor": "a\\u0000b"}',
+        b'{"a\\u0000": 1}',
+        b'{"cursor": "\\ud800"}',
+        b"[" * 10_000 + b"]" * 10_000,
+        b"\xff\xfe",
+    ],
+    ids=[
+        "nan",
+        "nan_inside",
+        "infinity",
+        "overflow",
+        "nul_value",
+        "nul_key",
+        "lone_surrogate",
+        "deep",
+        "bad_utf8",
+    ],
+)
+def test_bodies_jsonb_cannot_hold_are_a_400_and_write_nothing(e17, raw):
+    runs, actions = AgentRun.objects.count(), TraceEvent.objects.count()
+    for url in (call_url("list_my_bookings"), "/api/runs"):
+        response = Client().post(url, raw, content_type="application/json", **bearer(e17))
+        assert response.status_code == 400, url
+        assert response.json()["error"]["code"] == "malformed_json"
+    assert AgentRun.objects.count() == runs
+    assert TraceEvent.objects.count() == actions
