@@ -176,14 +176,14 @@ def action_call(started: Started) -> Called:
     if spec.meta.readonly or not action.idempotency_key:
         return Called(*invoke(spec, started.ctx, started.args, faults=started.faults))
     # A run never writes twice for an intent it already holds a confirmed receipt for.
-    done = (
+    done = run.kind == RunKind.ASSISTANT and (
         run.actions.filter(
             tool=action.tool, params_digest=action.params_digest, status=ActionStatus.SUCCEEDED
         )
         .exclude(pk=action.pk)
         .first()
     )
-    if done is not None and run.kind == RunKind.ASSISTANT:
+    if done:
         return Called(done.result | {"deduplicated_from": str(done.pk)}, Signal.GREEN)
     digest = request_digest(tool=action.tool, subject_id=run.subject_id, params=action.params)
     claim = idempotency_claim(
@@ -284,9 +284,9 @@ def finish_locked(run: AgentRun, action: Action, called: Called) -> None:
     action_settled(run, action)
 
 
-def action_finish(action_id: Any, attempt: int, called: Called) -> None:
+def action_finish(action_id: Any, attempt: int, called: Called, *, run_id: Any = None) -> None:
     with transaction.atomic():
-        locked = lock_action(action_id)
+        locked = lock_action(action_id, run_id=run_id)
         if locked is None:
             return
         run, action = locked
@@ -300,7 +300,9 @@ def action_execute(action_id: Any) -> None:
     started = action_begin(action_id)
     if started is None:
         return
-    action_finish(started.action.pk, started.action.attempts, action_call(started))
+    action_finish(
+        started.action.pk, started.action.attempts, action_call(started), run_id=started.run.pk
+    )
 
 
 # --- direct calls -----------------------------------------------------------------------------
@@ -350,5 +352,5 @@ def call_direct(
         # The gate ran in this same transaction: no second check before the first attempt.
         started = begin_locked(run, action, recheck=False)
     called = action_call(started)
-    action_finish(action.pk, started.action.attempts, called)
+    action_finish(action.pk, started.action.attempts, called, run_id=run.pk)
     return called.envelope

@@ -53,8 +53,11 @@ class RunTraceConsumer(AsyncJsonWebsocketConsumer):
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """The stream is one-way: nothing a client sends changes a run."""
 
-    async def trace_event(self, message: dict[str, Any]) -> None:
-        event = message["event"]
+    async def trace_batch(self, message: dict[str, Any]) -> None:
+        for event in message["events"]:
+            await self._receive_event(event)
+
+    async def _receive_event(self, event: dict[str, Any]) -> None:
         if event["seq"] > self.last_seq + 1:
             # Something was dropped (or arrived out of order): catch up from the database.
             for missed in await database_sync_to_async(selectors.run_events_after)(

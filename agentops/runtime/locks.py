@@ -16,11 +16,13 @@ def lock_run(run_id: Any) -> AgentRun:
     return AgentRun.objects.select_for_update(of=("self",)).select_related("subject").get(pk=run_id)
 
 
-def lock_action(action_id: Any) -> tuple[AgentRun, Action] | None:
-    """The action's run, then the action, both locked; None if the action does not exist."""
-    run_id = Action.objects.filter(pk=action_id).values_list("run_id", flat=True).first()
+def lock_action(action_id: Any, *, run_id: Any = None) -> tuple[AgentRun, Action] | None:
+    """The action's run, then the action, both locked; None if the action does not exist.
+    A caller that knows the run saves the look-up."""
     if run_id is None:
-        return None
+        run_id = Action.objects.filter(pk=action_id).values_list("run_id", flat=True).first()
+        if run_id is None:
+            return None
     run = lock_run(run_id)
     action = Action.objects.select_for_update().get(pk=action_id)
     action.run = run

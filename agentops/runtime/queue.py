@@ -1,7 +1,12 @@
-"""The one place work is put on the Celery queue. Tasks are sent by name, so the runtime never
-imports the tasks module (which imports the runtime): the module graph has no cycle.
+"""The one place work is put on the Celery queue, or continued in place. Tasks are sent by
+name, so the runtime never imports the tasks module (which imports the runtime): the module
+graph has no cycle.
 
 Each send waits for the caller's commit, so a worker never looks for rows that are not there.
+A worker that has just finished one piece of a run continues with the next one itself
+(``continue_*``) instead of a round trip through the broker: the run's rows say what is next,
+so a worker that dies in between leaves queued work the sweeper re-enqueues, as for a lost
+message.
 """
 
 from __future__ import annotations
@@ -18,6 +23,20 @@ RECONCILE = "agentops.tasks.reconcile_action_task"
 
 def _send(name: str, args: list[Any], countdown: float | None = None) -> None:
     transaction.on_commit(lambda: current_app.send_task(name, args=args, countdown=countdown))
+
+
+def _continue(name: str, args: list[Any]) -> None:
+    """Run task ``name`` here, right after the caller's commit. Its failure is logged, not
+    raised into the work that has just committed."""
+    transaction.on_commit(lambda: current_app.tasks[name](*args), robust=True)
+
+
+def continue_step(run_id: Any, turn: int) -> None:
+    _continue(STEP, [str(run_id), turn])
+
+
+def continue_action(action_id: Any) -> None:
+    _continue(EXECUTE, [str(action_id)])
 
 
 def enqueue_step(run_id: Any, turn: int) -> None:

@@ -42,7 +42,13 @@ from agentops.planners.context import build_context
 from agentops.runtime import verifier
 from agentops.runtime.locks import lock_run
 from agentops.runtime.proposals import call_digest, proposal_record
-from agentops.runtime.queue import enqueue_action, enqueue_reconcile, enqueue_step
+from agentops.runtime.queue import (
+    continue_action,
+    continue_step,
+    enqueue_action,
+    enqueue_reconcile,
+    enqueue_step,
+)
 from agentops.runtime.timing import DEFAULT_BUDGETS, Budgets
 from agentops.runtime.transitions import actions_cancel_unstarted, run_move
 from agentops.trace import trace_append
@@ -296,13 +302,17 @@ def advance_locked(run: AgentRun, turn: int) -> None:
         return
     queued = [a for a in actions if a.status == ActionStatus.QUEUED]
     if not queued:
-        enqueue_step(run.pk, turn + 1)
+        continue_step(run.pk, turn + 1)
         return
     reads = [a for a in queued if a.readonly]
-    for action in reads or queued[:1]:
-        if not action.task_id:
-            action.task_id = "enqueued"
-            action.save(update_fields=["task_id"])
+    to_start = [a for a in reads or queued[:1] if not a.task_id]
+    for action in to_start:
+        action.task_id = "enqueued"
+        action.save(update_fields=["task_id"])
+    if len(to_start) == 1:  # nothing to run beside it: this worker goes on with it
+        continue_action(to_start[0].pk)
+    else:
+        for action in to_start:
             enqueue_action(action.pk)
 
 
