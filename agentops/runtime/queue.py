@@ -21,14 +21,25 @@ EXECUTE = "agentops.tasks.execute_action_task"
 RECONCILE = "agentops.tasks.reconcile_action_task"
 
 
+def _task(name: str) -> Any:
+    """The registered task ``name``; outside a worker, Celery's autodiscovery runs first."""
+    if name not in current_app.tasks:
+        current_app.loader.import_default_modules()
+    return current_app.tasks[name]
+
+
 def _send(name: str, args: list[Any], countdown: float | None = None) -> None:
-    transaction.on_commit(lambda: current_app.send_task(name, args=args, countdown=countdown))
+    app = current_app
+    if app.conf.task_always_eager:  # send_task ignores it; bench/profile_run.py relies on it
+        transaction.on_commit(lambda: _task(name).apply(args=args))
+        return
+    transaction.on_commit(lambda: app.send_task(name, args=args, countdown=countdown))
 
 
 def _continue(name: str, args: list[Any]) -> None:
     """Run task ``name`` here, right after the caller's commit. Its failure is logged, not
     raised into the work that has just committed."""
-    transaction.on_commit(lambda: current_app.tasks[name](*args), robust=True)
+    transaction.on_commit(lambda: _task(name)(*args), robust=True)
 
 
 def continue_step(run_id: Any, turn: int) -> None:
