@@ -362,7 +362,9 @@ def run_latency_ms(run: Any) -> float:
 
 
 def run_hops(run: Any) -> int:
-    """Celery tasks a run took: one per turn planned plus one per action executed."""
+    """Pieces of work a run took: one per turn planned plus one per action executed. Since a
+    worker continues a run in place, only the first of them (and parallel reads, retries,
+    reconciliation) goes through the broker."""
     return run.turn + run.actions.exclude(started_at__isnull=True).count()
 
 
