@@ -42,6 +42,7 @@ def main() -> int:
 
     services = devservers.up(devservers.DEFAULT_VAR)
     env = os.environ | {"DATABASE_URL": services.database_url, "REDIS_URL": services.redis_url}
+    env.setdefault("SERVE_STATIC", "true")  # no proxy in front of `make run`
     children: list[subprocess.Popen] = []
 
     def stop(*_: object) -> None:

@@ -37,7 +37,8 @@ def _service_urls() -> tuple[str, str]:
 DATABASE_URL, REDIS_URL = _service_urls()
 
 SECRET_KEY = os.environ.get("SECRET_KEY", "dev-only-insecure-key-change-me")
-DEBUG = _env_bool("DEBUG", True)
+# Off unless a developer opts in: the debug pages show settings to whoever hits an error.
+DEBUG = _env_bool("DEBUG", False)
 ALLOWED_HOSTS = [
     h for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h
 ]
@@ -61,6 +62,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "agentops.api.errors.ApiJsonErrorsMiddleware",  # outside the rest: sees every error page
     "django.contrib.sessions.middleware.SessionMiddleware",
     # Where Django's docs put it: after sessions, before CommonMiddleware. The language is the
     # switcher's cookie when set, else the browser's Accept-Language, else LANGUAGE_CODE.
@@ -156,7 +158,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"
-SERVE_STATIC = _env_bool("SERVE_STATIC", DEBUG)
+SERVE_STATIC = _env_bool("SERVE_STATIC", DEBUG)  # `make run` turns it on for its web server
 
 # --- booking rules ---
 BOOKING_HORIZON_DAYS = int(os.environ.get("BOOKING_HORIZON_DAYS", "90"))

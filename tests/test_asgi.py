@@ -7,10 +7,24 @@ import asyncio
 import pytest
 
 
-async def get(path: str) -> tuple[int, bytes]:
+@pytest.fixture
+def make_run_app(settings):
+    """The application as `make run` builds it: serving its own static files."""
+    import importlib
+
+    import config.asgi
+
+    settings.SERVE_STATIC = True
+    yield importlib.reload(config.asgi).application
+    settings.SERVE_STATIC = False
+    importlib.reload(config.asgi)
+
+
+async def get(path: str, application=None) -> tuple[int, bytes]:
     from asgiref.testing import ApplicationCommunicator
 
-    from config.asgi import application
+    if application is None:
+        from config.asgi import application
 
     scope = {
         "type": "http",
@@ -36,10 +50,16 @@ async def get(path: str) -> tuple[int, bytes]:
 
 
 @pytest.mark.parametrize("path", ["/static/css/app.css", "/static/django_htmx/htmx-2.min.js"])
-def test_asgi_app_serves_static_files(path):
-    status, body = asyncio.run(get(path))
+def test_asgi_app_serves_static_files(path, make_run_app):
+    status, body = asyncio.run(get(path, make_run_app))
     assert status == 200
     assert len(body) > 100
+
+
+@pytest.mark.django_db
+def test_without_serve_static_a_proxy_serves_them():
+    status, _ = asyncio.run(get("/static/css/app.css"))
+    assert status == 404
 
 
 @pytest.mark.django_db(transaction=True)

@@ -653,3 +653,61 @@ def test_bodies_jsonb_cannot_hold_are_a_400_and_write_nothing(e17, raw):
         assert response.json()["error"]["code"] == "malformed_json"
     assert AgentRun.objects.count() == runs
     assert TraceEvent.objects.count() == actions
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "status", "code"),
+    [
+        ("get", "/api/runs/00000000-0000-0000-0000-000000000000", 404, "not_found"),
+        ("get", "/api/runs/not-a-uuid", 404, "not_found"),
+        ("get", "/api/nothing-here", 404, "not_found"),
+        ("get", "/api/tools/find_available_rooms", 405, "method_not_allowed"),
+        ("delete", "/api/runs", 405, "method_not_allowed"),
+        ("put", "/api/tools", 405, "method_not_allowed"),
+    ],
+)
+def test_everything_under_api_answers_json(e17, method, url, status, code):
+    response = getattr(Client(), method)(url, **bearer(e17))
+    assert response.status_code == status
+    assert response["Content-Type"].startswith("application/json")
+    assert response.json()["error"]["code"] == code
+    if status == 405:
+        assert response["Allow"]
+
+
+def test_an_error_inside_an_api_view_is_a_json_500_without_details(e17, monkeypatch):
+    from agentops.api import views
+
+    def explode(**kwargs):
+        raise RuntimeError("secret detail")
+
+    monkeypatch.setattr(views, "run_as_json", explode)
+    run = AgentRun.objects.create(
+        subject=e17, goal="x", model_name="rules", policy_version="p", deadline="2030-01-01T00:00Z"
+    )
+    client = Client(raise_request_exception=False)
+    response = client.get(f"/api/runs/{run.pk}", **bearer(e17))
+    assert response.status_code == 500
+    assert response.json()["error"]["code"] == "server_error"
+    assert "secret" not in response.text
+
+
+def test_debug_pages_are_off_by_default():
+    """Settings read in a fresh process with DEBUG unset (pytest forces DEBUG off itself)."""
+    import os
+    import subprocess
+    import sys
+
+    from django.conf import settings
+
+    env = {k: v for k, v in os.environ.items() if k != "DEBUG"}
+    env |= {"DATABASE_URL": "postgres://unused/x", "REDIS_URL": settings.REDIS_URL}
+    probe = "import django; django.setup(); from django.conf import settings; print(settings.DEBUG)"
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        env=env | {"DJANGO_SETTINGS_MODULE": "config.settings"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.strip() == "False"
