@@ -40,6 +40,7 @@ class RunOutcome(models.TextChoices):
     LOOP_DETECTED = "loop_detected"
     MODEL_UNAVAILABLE = "model_unavailable"
     CANCELLED_BY_USER = "cancelled_by_user"
+    APPROVAL_EXPIRED = "approval_expired"
 
 
 class AgentRun(models.Model):
@@ -140,6 +141,8 @@ class EventKind(models.TextChoices):
     RUN_RESUMED = "run_resumed"
     VERIFIED = "verified"
     BUDGET_EXHAUSTED = "budget_exhausted"
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_DECIDED = "approval_decided"
     RUN_FINISHED = "run_finished"
 
 

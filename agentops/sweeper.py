@@ -28,6 +28,7 @@ from agentops.runtime.queue import enqueue_action, enqueue_reconcile, enqueue_st
 from agentops.runtime.runs import advance
 from agentops.runtime.timing import ABANDONED_CLAIM_AFTER, STALE_AFTER
 from agentops.trace import trace_append
+from approvals.services import approvals_expire_due
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,7 @@ def sweep() -> dict[str, int]:
         else:
             advance(run.pk, run.turn)
     counts["settled_claims"] = _settle_abandoned_claims(now)
+    counts["expired_approvals"] = approvals_expire_due(now=now)
     IdempotencyRecord.objects.filter(expires_at__lt=now).delete()
     return counts
 

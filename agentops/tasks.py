@@ -26,6 +26,11 @@ def reconcile_action_task(action_id: str) -> None:
     reconcile.action_reconcile(action_id)
 
 
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def approval_settled_task(action_id: str) -> None:
+    runs.action_approval_settled(action_id)
+
+
 @shared_task(acks_late=True)
 def sweep_task() -> dict[str, int]:
     return sweeper.sweep()

@@ -69,6 +69,11 @@ def room_policy_facts(*, code: str) -> tuple[bool, str] | None:
         return cursor.fetchone()
 
 
+def room_schedule_version(*, code: str) -> int | None:
+    """The room's schedule version now (None: no such room)."""
+    return Room.objects.filter(code=code).values_list("schedule_version", flat=True).first()
+
+
 def booking_get(*, user: User, code: str) -> Booking:
     """A booking its requester (or an admin) may see; anyone else gets not_found."""
     booking = Booking.objects.select_related("room", "requester").filter(code=code).first()

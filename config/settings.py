@@ -207,3 +207,8 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
 }
+
+# --- approvals ---
+APPROVAL_DEADLINE_MINUTES = int(os.environ.get("APPROVAL_DEADLINE_MINUTES", "30"))
+# How long a signed approval stays usable after the decision (never past the request deadline).
+APPROVAL_VALID_MINUTES = int(os.environ.get("APPROVAL_VALID_MINUTES", "10"))

@@ -71,6 +71,7 @@ class ReplyKind(StrEnum):
     STILL_CHECKING = "still_checking"  # a write's outcome is unknown
     STOPPED = "stopped"  # the run was stopped early; detail: the outcome
     CANCELLED = "cancelled"  # the requester cancelled
+    APPROVAL_EXPIRED = "approval_expired"  # nobody decided in time; detail: what needed it
 
 
 class Assistant(Protocol):

@@ -120,6 +120,8 @@ class ToolSpec:
     verify: Callable[[dict[str, Any], CallContext], Verification] | None = None
     compensate: Callable[[dict[str, Any], CallContext], Any] | None = None
     assess_risk: Callable[[CallContext, BaseModel], Risk] | None = None
+    # The version of the state a call acts on (e.g. a room's schedule), bound into approvals.
+    environment_version: Callable[[BaseModel], int | None] | None = None
     summarize: Callable[[dict[str, Any], str], str] | None = None  # (receipt, language) -> reply
 
     def __post_init__(self) -> None:

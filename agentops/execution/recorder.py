@@ -51,6 +51,7 @@ from agentops.models import (
     RunOutcome,
     RunStatus,
 )
+from agentops.runtime import approval
 from agentops.runtime.locks import lock_action
 from agentops.runtime.proposals import proposal_record
 from agentops.runtime.queue import enqueue_action
@@ -103,7 +104,11 @@ def _precheck(run: AgentRun, action: Action, spec: ToolSpec, ctx: CallContext, a
         writes_before=writes_before,
         approved_risk=SideEffect(action.risk or spec.meta.side_effect),
     )
-    return verdict.error if verdict is not None else None
+    if verdict is not None:
+        return verdict.error
+    if action.risk == SideEffect.HIGH:  # last: a valid approval's nonce is consumed here
+        return approval.verify_before_execution(run, action, spec, args)
+    return None
 
 
 def begin_locked(run: AgentRun, action: Action, *, recheck: bool = True) -> Started | None:

@@ -12,6 +12,7 @@ from typing import Any
 from agentops import gate
 from agentops.contract import CallContext, Reason, ToolError, canonical_json
 from agentops.models import Action, ActionStatus, AgentRun, EventKind
+from agentops.runtime import approval
 from agentops.runtime.transitions import action_create
 from agentops.trace import trace_append
 
@@ -87,6 +88,8 @@ def proposal_record(
     else:
         action.result = verdict.error.envelope()
     action_create(action, status)
+    if status == ActionStatus.WAITING_APPROVAL:
+        approval.request_open(run, action, spec, args)
     trace_append(
         run=run,
         kind=EventKind.GATE,

@@ -19,6 +19,7 @@ from django.db import transaction
 STEP = "agentops.tasks.run_step_task"
 EXECUTE = "agentops.tasks.execute_action_task"
 RECONCILE = "agentops.tasks.reconcile_action_task"
+APPROVAL_SETTLED = "agentops.tasks.approval_settled_task"
 
 
 def _task(name: str) -> Any:
@@ -56,6 +57,10 @@ def enqueue_step(run_id: Any, turn: int) -> None:
 
 def enqueue_action(action_id: Any, countdown: float = 0) -> None:
     _send(EXECUTE, [str(action_id)], countdown or None)
+
+
+def enqueue_approval_settled(action_id: Any) -> None:
+    _send(APPROVAL_SETTLED, [str(action_id)])
 
 
 def enqueue_reconcile(action_id: Any) -> None:

@@ -20,9 +20,11 @@ from agentops import gate, ratelimit, registry
 from agentops.contract import (
     CallContext,
     Delegation,
+    Reason,
     ReplyKind,
     ScopeError,
     Step,
+    ToolError,
     canonical_json,
 )
 from agentops.models import (
@@ -40,7 +42,7 @@ from agentops.models import (
 from agentops.planners import planner_for
 from agentops.planners.context import build_context
 from agentops.runtime import verifier
-from agentops.runtime.locks import lock_run
+from agentops.runtime.locks import lock_action, lock_run
 from agentops.runtime.proposals import call_digest, proposal_record
 from agentops.runtime.queue import (
     continue_action,
@@ -50,8 +52,10 @@ from agentops.runtime.queue import (
     enqueue_step,
 )
 from agentops.runtime.timing import DEFAULT_BUDGETS, Budgets
-from agentops.runtime.transitions import actions_cancel_unstarted, run_move
+from agentops.runtime.transitions import action_move, actions_cancel_unstarted, run_move
 from agentops.trace import trace_append
+from approvals.models import RequestStatus
+from approvals.selectors import approval_request_latest
 
 log = logging.getLogger(__name__)
 
@@ -361,3 +365,65 @@ def _finish_direct(run: AgentRun, action: Action, outcome: RunOutcome | None = N
             else RunOutcome.CALL_FAILED
         )
     run_move(run, RunStatus.SUCCEEDED if ok else RunStatus.FAILED, outcome=outcome, reply="")
+
+
+def action_approval_settled(action_id: Any) -> None:
+    """A human decided (or nobody did in time): the waiting action runs, is refused, or the run
+    ends. Safe to call twice."""
+    request = approval_request_latest(action_ref=str(action_id))
+    if request is None:
+        return
+    with transaction.atomic():
+        locked = lock_action(action_id)
+        if locked is None:
+            return
+        run, action = locked
+        if action.status != ActionStatus.WAITING_APPROVAL or run.is_terminal:
+            return
+        record = getattr(request, "record", None)
+        trace_append(
+            run=run,
+            kind=EventKind.APPROVAL_DECIDED,
+            action=action,
+            payload={
+                "request": str(request.pk),
+                "status": request.status,
+                "approver": record.approver.get_username() if record else None,
+                "reason": record.reason if record else "",
+                "key_id": record.key_id if record else None,
+            },
+        )
+        if request.status == RequestStatus.APPROVED:
+            action_move(action, ActionStatus.QUEUED)
+        elif request.status == RequestStatus.REJECTED:
+            refusal = ToolError(
+                Reason.FORBIDDEN,
+                "approval_rejected",
+                f"An approver rejected this call: {record.reason}",
+                "Tell the user why; do not propose the same call again.",
+            )
+            action_move(action, ActionStatus.REJECTED, result=refusal.envelope())
+        elif request.status == RequestStatus.EXPIRED:
+            refusal = ToolError(
+                Reason.EXPIRED,
+                "approval_expired",
+                "Nobody approved this call before its deadline.",
+                "Nothing was done.",
+            )
+            action_move(action, ActionStatus.REJECTED, result=refusal.envelope())
+            spec = registry.get(action.tool)
+            field = spec.scope.resource if spec is not None else None
+            what = str(action.params.get(field) if field else action.tool)
+            reply = registry.assistant().reply(
+                ReplyKind.APPROVAL_EXPIRED, language=run.language, detail=what
+            )
+            run_move(run, RunStatus.FAILED, outcome=RunOutcome.APPROVAL_EXPIRED, reply=reply)
+            return
+        else:
+            return
+        if (
+            run.status == RunStatus.WAITING_APPROVAL
+            and not run.actions.filter(status=ActionStatus.WAITING_APPROVAL).exists()
+        ):
+            run_move(run, RunStatus.RUNNING, payload={"turn": action.turn})
+            advance_locked(run, action.turn)

@@ -18,6 +18,7 @@ from agentops.models import (
     RunOutcome,
     RunStatus,
 )
+from agentops.runtime import approval
 from agentops.trace import trace_append
 
 RUN_MOVES: dict[RunStatus, frozenset[RunStatus]] = {
@@ -136,5 +137,6 @@ def action_create(action: Action, status: ActionStatus) -> Action:
 
 def actions_cancel_unstarted(run: AgentRun) -> int:
     """Calls of a run that has ended and that have not started never will."""
+    approval.withdraw_pending(run)
     cancellable = [s for s, moves in ACTION_MOVES.items() if s and ActionStatus.CANCELLED in moves]
     return run.actions.filter(status__in=cancellable).update(status=ActionStatus.CANCELLED)

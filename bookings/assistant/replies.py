@@ -87,6 +87,10 @@ def reply(kind: ReplyKind, *, language: str, detail: str = "") -> str:
             return f"{_('Nothing was booked.')} {detail}".strip()
         if kind == ReplyKind.CANCELLED:
             return pgettext("run", "Cancelled.")
+        if kind == ReplyKind.APPROVAL_EXPIRED:
+            return _("%(what)s needed approval and nobody decided in time; nothing was booked.") % {
+                "what": detail
+            }
         if kind == ReplyKind.STILL_CHECKING:
             return _(
                 "Still checking whether the booking went through; nothing has been booked twice. "

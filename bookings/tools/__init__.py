@@ -83,6 +83,7 @@ TOOLS = [
         verify=adapters.reserve_verify,
         compensate=adapters.reserve_compensate,
         assess_risk=adapters.reserve_risk,
+        environment_version=adapters.reserve_environment_version,
         summarize=adapters.reserve_summarize,
     ),
     ToolSpec(

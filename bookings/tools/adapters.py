@@ -86,6 +86,10 @@ def cancel_summarize(receipt: dict[str, Any], language: str) -> str:
     return replies.cancelled(receipt, language)
 
 
+def reserve_environment_version(args: ReserveRoomInput) -> int | None:
+    return selectors.room_schedule_version(code=args.room_id)
+
+
 def reserve_risk(ctx: CallContext, args: ReserveRoomInput) -> Risk:
     facts = selectors.room_policy_facts(code=args.room_id)
     reasons = []

@@ -1,0 +1,47 @@
+"""Approval reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from accounts.models import User
+from approvals.models import ApprovalAudit, ApprovalRequest, RequestStatus
+
+
+def approval_request_latest(*, action_ref: str) -> ApprovalRequest | None:
+    return (
+        ApprovalRequest.objects.filter(action_ref=action_ref)
+        .select_related("record", "record__approver")
+        .order_by("-created_at")
+        .first()
+    )
+
+
+def approvals_pending(*, approver: User) -> list[ApprovalRequest]:
+    """What an approver may decide: pending requests of others, soonest deadline first."""
+    return list(
+        ApprovalRequest.objects.filter(status=RequestStatus.PENDING)
+        .exclude(requester=approver)
+        .select_related("requester")
+        .order_by("deadline")
+    )
+
+
+def approvals_pending_count(*, approver: User) -> int:
+    return (
+        ApprovalRequest.objects.filter(status=RequestStatus.PENDING)
+        .exclude(requester=approver)
+        .count()
+    )
+
+
+def approvals_decided(*, limit: int = 50) -> list[ApprovalRequest]:
+    return list(
+        ApprovalRequest.objects.exclude(status=RequestStatus.PENDING)
+        .select_related("requester", "record", "record__approver")
+        .order_by("-decided_at")[:limit]
+    )
+
+
+def approval_audit_for(*, request_id: Any) -> list[ApprovalAudit]:
+    return list(ApprovalAudit.objects.filter(request_id=request_id).select_related("actor"))

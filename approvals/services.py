@@ -1,0 +1,221 @@
+"""Approval writes: open a request, decide it (signed), verify and consume it at execution,
+expire and withdraw. Every human action and every refusal leaves an audit row."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from accounts.models import Role, User
+from accounts.selectors import user_roles
+from approvals import signing
+from approvals.models import (
+    ApprovalAudit,
+    ApprovalRecord,
+    ApprovalRequest,
+    AuditEvent,
+    Decision,
+    NonceUse,
+    RequestStatus,
+)
+from approvals.signals import approval_settled
+
+MAX_REASON = 500
+
+
+@dataclass(frozen=True)
+class Result:
+    ok: bool
+    code: str = ""
+    message: str = ""
+
+
+def _audit(
+    event: AuditEvent,
+    *,
+    request: ApprovalRequest | None = None,
+    actor: User | None = None,
+    code: str = "",
+    **detail: Any,
+) -> None:
+    ApprovalAudit.objects.create(
+        request=request, actor=actor, event=event, code=code, detail=detail
+    )
+
+
+def _announce(request: ApprovalRequest) -> None:
+    transaction.on_commit(lambda: approval_settled.send(sender=ApprovalRequest, request=request))
+
+
+@transaction.atomic
+def approval_request_open(
+    *,
+    action_ref: str,
+    run_ref: str,
+    requester: User,
+    binding: dict[str, Any],
+    intent: dict[str, Any],
+    deadline: datetime,
+) -> ApprovalRequest:
+    """Open the request for one action (again, if it was opened before: the same one)."""
+    existing = ApprovalRequest.objects.filter(
+        action_ref=action_ref, status=RequestStatus.PENDING
+    ).first()
+    if existing is not None:
+        return existing
+    request = ApprovalRequest.objects.create(
+        action_ref=action_ref,
+        run_ref=run_ref,
+        requester=requester,
+        binding=binding,
+        intent=intent,
+        deadline=deadline,
+    )
+    _audit(AuditEvent.REQUESTED, request=request, actor=requester)
+    return request
+
+
+def approval_decide(*, request_id: Any, approver: User, approve: bool, reason: str) -> Result:
+    """Approve or reject a pending request. Only an approver who is not the requester, before
+    the deadline, with a reason; one decision per request however many arrive at once."""
+    reason = (reason or "").strip()[:MAX_REASON]
+    with transaction.atomic():
+        request = ApprovalRequest.objects.select_for_update().filter(pk=request_id).first()
+        refusal = _refusal(request, approver, reason)
+        if refusal is not None:
+            _audit(AuditEvent.REFUSED, request=request, actor=approver, code=refusal.code)
+            return refusal
+        now = timezone.now()
+        decision = Decision.APPROVE if approve else Decision.REJECT
+        expires_at = min(request.deadline, now + timedelta(minutes=settings.APPROVAL_VALID_MINUTES))
+        nonce = secrets.token_hex(16)
+        payload = {
+            "binding": request.binding,
+            "decision": decision.value,
+            "approver": approver.pk,
+            "nonce": nonce,
+            "expires_at": expires_at.isoformat(),
+        }
+        key_id, signature = signing.sign(payload)
+        ApprovalRecord.objects.create(
+            request=request,
+            decision=decision,
+            approver=approver,
+            reason=reason,
+            payload=payload,
+            key_id=key_id,
+            signature=signature,
+            nonce=nonce,
+            expires_at=expires_at,
+        )
+        request.status = RequestStatus.APPROVED if approve else RequestStatus.REJECTED
+        request.decided_at = now
+        request.save(update_fields=["status", "decided_at"])
+        event = AuditEvent.APPROVED if approve else AuditEvent.REJECTED
+        _audit(event, request=request, actor=approver, reason=reason)
+        _announce(request)
+    return Result(True)
+
+
+def _refusal(request: ApprovalRequest | None, approver: User, reason: str) -> Result | None:
+    if request is None:
+        return Result(False, "not_found", "There is no such approval request.")
+    if Role.APPROVER not in user_roles(user=approver):
+        return Result(False, "not_an_approver", "Only approvers decide approval requests.")
+    if request.requester_id == approver.pk:
+        return Result(False, "self_approval", "Nobody approves their own request.")
+    if request.status != RequestStatus.PENDING:
+        return Result(False, "already_decided", f"This request is already {request.status}.")
+    if timezone.now() >= request.deadline:
+        return Result(False, "expired", "This request's deadline has passed.")
+    if not reason:
+        return Result(False, "reason_required", "Give a reason for the decision.")
+    return None
+
+
+def approval_verify_and_consume(*, action_ref: str, binding_now: dict[str, Any]) -> Result:
+    """Right before a high-risk action runs: is there a signed approval of exactly this intent,
+    against this state, still valid? Consume its nonce (once; the same action may retry).
+    A record that fails stays as evidence. Call inside the runtime's transaction."""
+    request = (
+        ApprovalRequest.objects.filter(action_ref=action_ref, status=RequestStatus.APPROVED)
+        .select_related("record")
+        .order_by("-decided_at")
+        .first()
+    )
+    if request is None:
+        return Result(False, "approval_missing", "This action has no approval.")
+    record = request.record
+    result = _check(record, binding_now)
+    if result.ok:
+        used = NonceUse.objects.filter(nonce=record.nonce).first()
+        if used is None:
+            try:
+                with transaction.atomic():
+                    NonceUse.objects.create(nonce=record.nonce, action_ref=action_ref)
+            except IntegrityError:
+                used = NonceUse.objects.get(nonce=record.nonce)
+        if used is not None and used.action_ref != action_ref:
+            result = Result(False, "nonce_replayed", "This approval was already used.")
+    _audit(
+        AuditEvent.CONSUMED if result.ok else AuditEvent.NOT_VALID,
+        request=request,
+        code=result.code,
+    )
+    return result
+
+
+def _check(record: ApprovalRecord, binding_now: dict[str, Any]) -> Result:
+    try:
+        genuine = signing.verify(record.payload, key_id=record.key_id, signature=record.signature)
+    except signing.UnknownKeyError:
+        return Result(False, "unknown_key", "The approval is signed with an unknown key.")
+    if not genuine:
+        return Result(False, "bad_signature", "The approval's signature does not verify.")
+    if record.payload.get("decision") != Decision.APPROVE:
+        return Result(False, "not_approved", "The signed decision is not an approval.")
+    if record.payload.get("nonce") != record.nonce:
+        return Result(False, "bad_signature", "The approval's nonce was altered.")
+    if datetime.fromisoformat(record.payload["expires_at"]) <= timezone.now():
+        return Result(False, "approval_expired", "The approval has expired.")
+    signed = record.payload.get("binding") or {}
+    drifted = sorted(
+        k for k in set(signed) | set(binding_now) if signed.get(k) != binding_now.get(k)
+    )
+    if drifted:
+        return Result(
+            False,
+            "approval_drifted",
+            f"The approved intent or state changed: {', '.join(drifted)}.",
+        )
+    return Result(True)
+
+
+@transaction.atomic
+def approval_close(*, action_ref: str, status: RequestStatus, actor: User | None = None) -> None:
+    """End an action's pending request (expired, or withdrawn because the run ended)."""
+    for request in ApprovalRequest.objects.select_for_update().filter(
+        action_ref=action_ref, status=RequestStatus.PENDING
+    ):
+        request.status = status
+        request.decided_at = timezone.now()
+        request.save(update_fields=["status", "decided_at"])
+        event = AuditEvent.EXPIRED if status == RequestStatus.EXPIRED else AuditEvent.WITHDRAWN
+        _audit(event, request=request, actor=actor)
+        _announce(request)
+
+
+def approvals_expire_due(*, now: datetime | None = None) -> int:
+    """Expire every pending request past its deadline (the sweeper calls this)."""
+    now = now or timezone.now()
+    due = ApprovalRequest.objects.filter(status=RequestStatus.PENDING, deadline__lte=now)
+    refs = list(due.values_list("action_ref", flat=True))
+    for ref in refs:
+        approval_close(action_ref=ref, status=RequestStatus.EXPIRED)
+    return len(refs)

@@ -1,0 +1,10 @@
+"""How approvals announces decisions without importing the runtime: the runtime subscribes.
+
+``approval_settled`` is sent after commit with ``request`` (an ApprovalRequest whose status is
+approved, rejected, expired or withdrawn)."""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+approval_settled = Signal()
