@@ -11,4 +11,5 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("bookings.urls")),
     path("", include("agentops.api.urls")),
+    path("", include("approvals.urls")),
 ]

@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from approvals import views
+
+app_name = "approvals"
+urlpatterns = [
+    path("approvals/", views.inbox, name="inbox"),
+    path("approvals/<uuid:request_id>/decide/", views.decide, name="decide"),
+]

@@ -1,0 +1,68 @@
+"""The approvers' inbox: pending high-risk actions with their exact intent, a decision with a
+reason, and the history of decisions. Employees get a 403."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.utils.translation import gettext
+from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.middleware import HtmxDetails
+
+from accounts.models import Role, User
+from accounts.selectors import user_roles
+from approvals import selectors, services
+
+
+class AuthedRequest(HttpRequest):
+    htmx: HtmxDetails
+    user: User
+
+
+def _forbidden(request: AuthedRequest) -> HttpResponse:
+    context = {"message": gettext("Only approvers can see the approvals inbox.")}
+    return render(request, "approvals/forbidden.html", context, status=403)
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def inbox(request: AuthedRequest) -> HttpResponse:
+    if Role.APPROVER not in user_roles(user=request.user):
+        return _forbidden(request)
+    context: dict[str, Any] = {
+        "pending": selectors.approvals_pending(approver=request.user),
+        "decided": selectors.approvals_decided(limit=50),
+    }
+    swap = bool(request.htmx) and not request.htmx.history_restore_request
+    return render(
+        request, "approvals/inbox.html#pending" if swap else "approvals/inbox.html", context
+    )
+
+
+@require_POST
+@login_required
+def decide(request: AuthedRequest, request_id: str) -> HttpResponse:
+    decision = request.POST.get("decision")
+    if decision not in ("approve", "reject"):
+        result = services.Result(False, "bad_decision", gettext("Choose approve or reject."))
+    else:
+        result = services.approval_decide(
+            request_id=request_id,
+            approver=request.user,
+            approve=decision == "approve",
+            reason=request.POST.get("reason", ""),
+        )
+    if request.htmx:
+        context = {"request_id": request_id, "result": result, "decision": decision}
+        return render(request, "approvals/inbox.html#outcome", context)
+    if result.ok:
+        messages.success(request, gettext("Decision recorded."))
+    else:
+        messages.error(request, result.message)
+    return redirect("approvals:inbox")

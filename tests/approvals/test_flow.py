@@ -1,0 +1,208 @@
+"""Approvals end to end through a real worker: a HIGH run waits, a human decides, the run goes
+on from the decision; nobody deciding ends it honestly. Every refused attempt writes nothing
+but its audit row."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from agentops import sweeper
+from agentops.models import Action
+from agentops.runtime.runs import run_cancel, run_start
+from approvals.models import ApprovalAudit, ApprovalRecord, ApprovalRequest, NonceUse
+from approvals.services import approval_decide
+from bookings.models import Booking, Room
+from bookings.services import booking_reserve
+from tests.agentops.conftest import wait_for_run, wait_until
+from tests.conftest import slot
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
+
+START, END = slot(days=3, hour=14)
+REQUEST = f"book R16 on {START:%Y-%m-%d} 14:00-15:00 for 3 people"
+
+
+def waiting_run(user):
+    run = wait_for_run(
+        run_start(user=user, request_text=REQUEST).pk, statuses=("waiting_approval", "failed")
+    )
+    assert run.status == "waiting_approval", (run.outcome, run.reply)
+    return run, ApprovalRequest.objects.get(run_ref=str(run.pk))
+
+
+def test_the_request_shows_the_exact_intent_and_binding(worker, e17):
+    _run, request = waiting_run(e17)
+    action = Action.objects.get(pk=request.action_ref)
+    assert request.status == "pending"
+    assert request.intent["tool"] == "reserve_room"
+    assert request.intent["params"]["room_id"] == "R16"
+    assert request.intent["subject"] == "E17"
+    assert "R16 is a premium room that needs approval" in request.intent["risk_reasons"]
+    assert request.binding["action"] == str(action.pk)
+    assert request.binding["idempotency_key"] == action.idempotency_key
+    assert request.binding["environment_version"] == Room.objects.get(code="R16").schedule_version
+    assert set(request.binding) == {
+        "run",
+        "action",
+        "policy_version",
+        "idempotency_key",
+        "intent_digest",
+        "environment_version",
+        "environment_instance",
+        "tool_generation",
+        "proposal_expiry",
+    }
+    assert Booking.objects.count() == 0
+
+
+def test_an_approval_lets_the_run_book_and_succeed(worker, e17, approver):
+    run, request = waiting_run(e17)
+    assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
+    run = wait_for_run(run.pk)
+    assert run.status == "succeeded", (run.outcome, run.reply)
+    booking = Booking.objects.get()
+    assert (booking.room.code, booking.requester) == ("R16", e17)
+    record = ApprovalRecord.objects.get()
+    assert NonceUse.objects.get().nonce == record.nonce
+    assert ApprovalAudit.objects.filter(request=request, event="consumed").exists()
+    assert run.events.filter(kind="approval_decided").exists()
+
+
+def test_a_rejection_ends_the_run_with_the_reason_and_nothing_booked(worker, e17, approver):
+    run, request = waiting_run(e17)
+    assert approval_decide(
+        request_id=request.pk, approver=approver, approve=False, reason="too expensive"
+    ).ok
+    run = wait_for_run(run.pk)
+    assert run.status == "failed"
+    assert "too expensive" in run.reply and "Nothing was booked" in run.reply
+    assert Booking.objects.count() == 0
+    assert Action.objects.get(pk=request.action_ref).result["code"] == "approval_rejected"
+
+
+def test_nobody_deciding_in_time_fails_the_run_and_a_late_approval_is_refused(
+    worker, e17, approver
+):
+    run, request = waiting_run(e17)
+    ApprovalRequest.objects.filter(pk=request.pk).update(
+        deadline=timezone.now() - timedelta(seconds=1)
+    )
+    assert sweeper.sweep()["expired_approvals"] == 1
+    run = wait_for_run(run.pk)
+    assert (run.status, run.outcome) == ("failed", "approval_expired")
+    assert run.reply == "R16 needed approval and nobody decided in time; nothing was booked."
+    late = approval_decide(request_id=request.pk, approver=approver, approve=True, reason="late")
+    assert (late.ok, late.code) == (False, "already_decided")
+    assert Booking.objects.count() == 0
+    assert not ApprovalRecord.objects.exists()
+
+
+def test_an_approval_after_the_room_changed_does_not_execute(worker, e17, e23, approver):
+    run, request = waiting_run(e17)
+    other_start, other_end = slot(days=4, hour=9)
+    booking_reserve(  # another slot of R16 changes its schedule version
+        user=e23,
+        room_code="R16",
+        start_at=other_start,
+        end_at=other_end,
+        attendees=2,
+        idempotency_key="other",
+    )
+    assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
+    run = wait_for_run(run.pk)
+    assert run.status == "failed"
+    action = Action.objects.get(pk=request.action_ref)
+    assert (action.status, action.result["code"]) == ("rejected", "approval_drifted")
+    assert "environment_version" in action.result["message"]
+    assert list(Booking.objects.values_list("requester__username", flat=True)) == ["e23"]
+    assert ApprovalAudit.objects.filter(request=request, event="not_valid").exists()
+    assert not NonceUse.objects.exists()
+
+
+@pytest.mark.parametrize("who", ["self", "employee"])
+def test_the_requester_or_an_employee_cannot_decide(worker, e17, e23, who):
+    _run, request = waiting_run(e17)
+    if who == "self":
+        from tests.accounts.factories import APPROVERS, group_get
+
+        e17.groups.add(group_get(APPROVERS))
+        decider, code = e17, "self_approval"
+    else:
+        decider, code = e23, "not_an_approver"
+    refused = approval_decide(request_id=request.pk, approver=decider, approve=True, reason="x")
+    assert (refused.ok, refused.code) == (False, code)
+    request.refresh_from_db()
+    assert request.status == "pending"
+    assert not ApprovalRecord.objects.exists()
+    audit = ApprovalAudit.objects.get(event="refused")
+    assert (audit.actor, audit.code) == (decider, code)
+    assert Booking.objects.count() == 0
+
+
+def test_approving_the_action_of_a_cancelled_run_is_refused(worker, e17, approver):
+    run, request = waiting_run(e17)
+    run_cancel(run_id=run.pk, user=e17)
+    request.refresh_from_db()
+    assert request.status == "withdrawn"
+    refused = approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok")
+    assert (refused.ok, refused.code) == (False, "already_decided")
+    assert Booking.objects.count() == 0
+
+
+def test_the_inbox_is_for_approvers_and_its_post_needs_csrf(worker, e17, approver):
+    _run, request = waiting_run(e17)
+    employee = Client()
+    employee.force_login(e17)
+    assert employee.get("/approvals/").status_code == 403
+    checked = Client(enforce_csrf_checks=True)
+    checked.force_login(approver)
+    page = checked.get("/approvals/")
+    assert page.status_code == 200
+    assert f'data-request="{request.pk}"' in page.text
+    assert "R16 is a premium room" in page.text
+    url = f"/approvals/{request.pk}/decide/"
+    assert checked.post(url, {"decision": "approve", "reason": "ok"}).status_code == 403
+    request.refresh_from_db()
+    assert request.status == "pending"
+    token = (
+        page.cookies["csrftoken"].value
+        if "csrftoken" in page.cookies
+        else checked.cookies["csrftoken"].value
+    )
+    ok = checked.post(url, {"decision": "approve", "reason": "ok", "csrfmiddlewaretoken": token})
+    assert ok.status_code == 302
+    wait_until(lambda: Booking.objects.exists(), message="the approved booking")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_twenty_parallel_approvals_give_one_decision_and_one_execution(worker, e17, approver):
+    import threading
+
+    run, request = waiting_run(e17)
+    url = f"/approvals/{request.pk}/decide/"
+    statuses: list[int] = []
+    barrier = threading.Barrier(20)
+
+    def approve():
+        client = Client()
+        client.force_login(approver)
+        barrier.wait()
+        statuses.append(client.post(url, {"decision": "approve", "reason": "ok"}).status_code)
+
+    threads = [threading.Thread(target=approve) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+        assert not t.is_alive()
+    assert statuses == [302] * 20
+    run = wait_for_run(run.pk)
+    assert run.status == "succeeded", (run.outcome, run.reply)
+    assert ApprovalRecord.objects.count() == 1
+    assert ApprovalAudit.objects.filter(event="refused", code="already_decided").count() == 19
+    assert Booking.objects.count() == 1
+    assert NonceUse.objects.count() == 1

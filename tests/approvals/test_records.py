@@ -1,0 +1,154 @@
+"""The approval record and its verification at execution: signatures under key ids, binding,
+expiry and the one-time nonce. Each refusal leaves the record as evidence, writes an audit row,
+and consumes nothing."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from approvals.models import ApprovalAudit, ApprovalRecord, ApprovalRequest, NonceUse
+from approvals.services import approval_decide, approval_verify_and_consume
+
+pytestmark = pytest.mark.django_db
+
+BINDING = {
+    "run": "r1",
+    "action": "a1",
+    "policy_version": "p1",
+    "idempotency_key": "r1:1:0",
+    "intent_digest": "d" * 64,
+    "environment_version": 7,
+    "environment_instance": "i1",
+    "tool_generation": "g1",
+    "proposal_expiry": "2030-01-01T00:00:00+00:00",
+}
+
+
+@pytest.fixture
+def decided(e17, approver):
+    request = ApprovalRequest.objects.create(
+        action_ref="a1",
+        run_ref="r1",
+        requester=e17,
+        binding=BINDING,
+        intent={"tool": "reserve_room"},
+        deadline=timezone.now() + timedelta(minutes=30),
+    )
+    assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
+    return request
+
+
+def verify(binding=BINDING, action_ref="a1"):
+    return approval_verify_and_consume(action_ref=action_ref, binding_now=binding)
+
+
+def test_a_valid_approval_is_consumed_once_and_the_same_action_may_retry(decided):
+    assert verify().ok
+    assert verify().ok  # the same action's retry
+    assert NonceUse.objects.count() == 1
+
+
+def test_a_forged_signature_is_refused(decided):
+    ApprovalRecord.objects.filter(request=decided).update(signature="0" * 64)
+    result = verify()
+    assert (result.ok, result.code) == (False, "bad_signature")
+    assert not NonceUse.objects.exists()
+    assert ApprovalAudit.objects.filter(event="not_valid", code="bad_signature").exists()
+
+
+def test_an_unknown_key_id_is_refused(decided):
+    ApprovalRecord.objects.filter(request=decided).update(key_id="k9")
+    assert verify().code == "unknown_key"
+
+
+def test_rotation_keeps_old_key_ids_verifiable(decided, settings):
+    settings.APPROVAL_SIGNING_KEYS = "k2:new-key,k1:dev-only-approval-key"
+    assert verify().ok
+
+
+def test_a_tampered_payload_is_refused(decided):
+    record = ApprovalRecord.objects.get(request=decided)
+    record.payload["expires_at"] = (timezone.now() + timedelta(days=30)).isoformat()
+    record.save()
+    assert verify().code == "bad_signature"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"intent_digest": "e" * 64},  # parameters A approved, parameters B executed
+        {"environment_version": 8},  # the room changed
+        {"environment_instance": "other-db"},
+        {"tool_generation": "g2"},
+        {"policy_version": "p2"},
+        {"action": "a2"},
+    ],
+    ids=["other_params", "state_changed", "other_instance", "tool_redeclared", "policy", "action"],
+)
+def test_an_approval_of_one_binding_does_not_authorise_another(decided, change):
+    result = verify(BINDING | change)
+    assert (result.ok, result.code) == (False, "approval_drifted")
+    assert next(iter(change)) in result.message
+    assert not NonceUse.objects.exists()
+
+
+def test_an_expired_approval_is_refused(decided):
+    record = ApprovalRecord.objects.get(request=decided)
+    past = timezone.now() - timedelta(seconds=1)
+    # Re-sign as the server would have, with an expiry in the past: only time is wrong.
+    from approvals import signing
+
+    record.payload["expires_at"] = past.isoformat()
+    record.key_id, record.signature = signing.sign(record.payload)
+    record.save()
+    assert verify().code == "approval_expired"
+
+
+def test_a_nonce_used_by_another_action_is_a_replay(decided):
+    NonceUse.objects.create(nonce=ApprovalRecord.objects.get().nonce, action_ref="a-other")
+    assert verify().code == "nonce_replayed"
+
+
+def test_no_approval_at_all_is_refused(e17):
+    assert verify(action_ref="nothing").code == "approval_missing"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_approvers_at_once_give_one_decision(e17):
+    from tests.accounts.factories import APPROVERS, EMPLOYEES, user_create
+
+    first = user_create("a01", roles=[EMPLOYEES, APPROVERS])
+    second = user_create("a02", roles=[EMPLOYEES, APPROVERS])
+    request = ApprovalRequest.objects.create(
+        action_ref="a1",
+        run_ref="r1",
+        requester=e17,
+        binding=BINDING,
+        intent={},
+        deadline=timezone.now() + timedelta(minutes=30),
+    )
+    results = {}
+    barrier = threading.Barrier(2)
+
+    def decide(user, approve):
+        barrier.wait()
+        results[user.username] = approval_decide(
+            request_id=request.pk, approver=user, approve=approve, reason="x"
+        )
+
+    threads = [
+        threading.Thread(target=decide, args=(first, True)),
+        threading.Thread(target=decide, args=(second, False)),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+        assert not t.is_alive()
+    assert sorted(r.ok for r in results.values()) == [False, True]
+    assert [r.code for r in results.values() if not r.ok] == ["already_decided"]
+    assert ApprovalRecord.objects.count() == 1
