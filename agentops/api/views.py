@@ -121,7 +121,7 @@ def tool_call(request, name: str):
             f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable characters.",
         )
     envelope = call_direct(user=request.user, name=name, arguments=body, idempotency_key=key)
-    return JsonResponse(envelope)
+    return JsonResponse(envelope, status=202 if envelope.get("pending") else 200)
 
 
 @require_http_methods(["POST"])

@@ -53,7 +53,7 @@ from agentops.models import (
 )
 from agentops.runtime import approval
 from agentops.runtime.locks import lock_action
-from agentops.runtime.proposals import proposal_record
+from agentops.runtime.proposals import call_digest, proposal_record
 from agentops.runtime.queue import enqueue_action
 from agentops.runtime.runs import POLICY_VERSION, action_settled, writes_used
 from agentops.runtime.timing import (
@@ -318,12 +318,17 @@ def call_direct(
 ) -> dict[str, Any]:
     """Gate, then execute one call for ``user`` (from the session or token), recorded as a
     one-action run. Writes carry ``api:<user>:<key>``: the caller's Idempotency-Key, or a fresh
-    one. Returns the envelope; a refusal has written nothing but its records."""
+    one. Returns the envelope; a refusal has written nothing but its records. A call that needs
+    a human approval waits for one: the answer says so and where to poll."""
+    key = f"api:{user.pk}:{idempotency_key or uuid.uuid4().hex}"
+    if idempotency_key:
+        waiting = _waiting_under(key, user=user, name=name, arguments=arguments)
+        if waiting is not None:
+            return waiting
     roles = user_roles(user=user)
     delegation = Delegation(
         tools=frozenset(s.name for s in registry.visible_to(roles)), max_writes=1
     )
-    key = f"api:{user.pk}:{idempotency_key or uuid.uuid4().hex}"
     now = timezone.now()
     with transaction.atomic():
         run = AgentRun.objects.create(
@@ -349,13 +354,65 @@ def call_direct(
             arguments=arguments,
             writes_so_far=0,
             key=key,
-            approval_allowed=False,
         )
         if action.status == ActionStatus.REJECTED:
             run_move(run, RunStatus.FAILED, outcome=RunOutcome.REFUSED, reply="")
             return action.result
+        if action.status == ActionStatus.WAITING_APPROVAL:
+            run_move(run, RunStatus.WAITING_APPROVAL, payload={"turn": 1})
+            return pending_envelope(action)
         # The gate ran in this same transaction: no second check before the first attempt.
         started = begin_locked(run, action, recheck=False)
     called = action_call(started)
     action_finish(action.pk, started.action.attempts, called, run_id=run.pk)
     return called.envelope
+
+
+def pending_envelope(action: Action) -> dict[str, Any]:
+    """The answer to a direct call that waits for a human: transient, with where to look."""
+    reasons = "; ".join(action.risk_reasons) or "high risk"
+    envelope = failure(
+        Reason.IN_PROGRESS,
+        "approval_pending",
+        f"This call needs a human approval ({reasons}); it runs once an approver approves it.",
+        "Poll the run; an approver decides in the approvals inbox.",
+    )
+    envelope["pending"] = {
+        "run_id": str(action.run_id),
+        "action_id": str(action.pk),
+        "poll": f"/api/runs/{action.run_id}",
+        "deadline": action.proposal_deadline.isoformat(),
+    }
+    return envelope
+
+
+def _waiting_under(key: str, *, user: Any, name: str, arguments: Any) -> dict[str, Any] | None:
+    """A retried call whose first attempt is still waiting for its approval answers the same
+    pending state instead of asking a second time; other parameters under the key are refused."""
+    action = (
+        Action.objects.filter(
+            idempotency_key=key,
+            run__subject=user,
+            status__in=[ActionStatus.WAITING_APPROVAL, ActionStatus.QUEUED, ActionStatus.RUNNING],
+        )
+        .order_by("-created_at")
+        .first()
+    )
+    if action is None:
+        return None
+    if action.tool != name or action.params_digest != call_digest(name, arguments):
+        return failure(
+            Reason.IDEMPOTENCY_KEY_REUSE,
+            "idempotency_key_reuse",
+            "This Idempotency-Key was already used with a different request.",
+            "Use a new key for a new request.",
+        )
+    if action.status == ActionStatus.WAITING_APPROVAL:
+        return pending_envelope(action)
+    return failure(
+        Reason.IN_PROGRESS,
+        "in_progress",
+        "A request with this key is still running.",
+        "Retry after a moment with the same key.",
+        500,
+    )

@@ -10,7 +10,7 @@ import hashlib
 from typing import Any
 
 from agentops import gate
-from agentops.contract import CallContext, Reason, ToolError, canonical_json
+from agentops.contract import CallContext, canonical_json
 from agentops.models import Action, ActionStatus, AgentRun, EventKind
 from agentops.runtime import approval
 from agentops.runtime.transitions import action_create
@@ -42,7 +42,6 @@ def proposal_record(
     writes_so_far: int,
     usage: gate.RunUsage | None = None,
     key: str | None = None,
-    approval_allowed: bool = True,
 ) -> tuple[gate.Verdict, Action]:
     """Gate one proposal and record it as an Action (refused ones too) with a ``gate`` event.
     The caller holds the run lock. Writes get the host's idempotency key: ``key`` if given,
@@ -50,21 +49,6 @@ def proposal_record(
     verdict = gate.screen(
         tool, arguments, ctx=ctx, roles=roles, writes_so_far=writes_so_far, usage=usage
     )
-    if verdict.decision == gate.GateDecision.APPROVAL and not approval_allowed:
-        verdict = gate.Verdict(
-            gate.GateDecision.REFUSE,
-            gate.GateCheck.POLICY,
-            verdict.spec,
-            verdict.args,
-            verdict.risk,
-            verdict.risk_reasons,
-            ToolError(
-                Reason.FORBIDDEN,
-                "approval_required",
-                f"This call needs a human approval ({'; '.join(verdict.risk_reasons)}).",
-                "Ask the assistant instead: it routes the request to an approver.",
-            ),
-        )
     spec, args = verdict.spec, verdict.args
     raw = arguments if isinstance(arguments, dict) else {"_arguments": arguments}
     params = args.model_dump(mode="json") if args is not None else raw

@@ -426,4 +426,10 @@ def action_approval_settled(action_id: Any) -> None:
             and not run.actions.filter(status=ActionStatus.WAITING_APPROVAL).exists()
         ):
             run_move(run, RunStatus.RUNNING, payload={"turn": action.turn})
-            advance_locked(run, action.turn)
+            if run.kind == RunKind.DIRECT:  # no model: run the one call, or end with its refusal
+                if action.status == ActionStatus.QUEUED:
+                    continue_action(action.pk)
+                else:
+                    _finish_direct(run, action)
+            else:
+                advance_locked(run, action.turn)

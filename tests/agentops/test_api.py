@@ -288,33 +288,54 @@ def test_a_reservation_is_made_for_the_caller_of_the_token(e23):
     assert (booking.code, booking.requester, booking.room.code) == (data["booking_id"], e23, "R12")
 
 
-def test_a_premium_room_through_the_api_is_refused_for_approval_and_writes_nothing(e17):
+def test_a_premium_room_through_the_api_waits_for_approval_and_writes_nothing(e17):
     body = reserve_body("R16")
 
-    response = post_json(Client(), call_url("reserve_room"), body, **bearer(e17))
+    response = post_json(
+        Client(), call_url("reserve_room"), body, HTTP_IDEMPOTENCY_KEY="p1", **bearer(e17)
+    )
 
+    assert response.status_code == 202
     envelope = response.json()
     assert (envelope["signal"], envelope["reason"], envelope["code"]) == (
-        "red",
-        "forbidden",
-        "approval_required",
+        "yellow",
+        "in_progress",
+        "approval_pending",
     )
     assert "R16 is a premium room" in envelope["message"]
-    assert envelope["hint"]
+    run = AgentRun.objects.get()
+    assert envelope["pending"]["run_id"] == str(run.pk)
+    assert envelope["pending"]["poll"] == f"/api/runs/{run.pk}"
+    assert run.status == "waiting_approval"
     assert nothing_booked()
     assert Room.objects.get(code="R16").schedule_version == body["expected_version"]
     event = TraceEvent.objects.get(kind="gate")
-    assert (event.kind, event.payload["check"], event.payload["refusal"]) == (
-        "gate",
-        "policy",
-        envelope,
+    assert (event.payload["check"], event.payload["decision"]) == ("policy", "approval")
+    from approvals.models import ApprovalRequest
+
+    assert ApprovalRequest.objects.get().action_ref == envelope["pending"]["action_id"]
+
+    # The same request retried with its key answers the same pending state, asking nobody twice.
+    again = post_json(
+        Client(), call_url("reserve_room"), body, HTTP_IDEMPOTENCY_KEY="p1", **bearer(e17)
     )
+    assert again.status_code == 202
+    assert again.json()["pending"] == envelope["pending"]
+    assert AgentRun.objects.count() == ApprovalRequest.objects.count() == 1
+    other = post_json(
+        Client(),
+        call_url("reserve_room"),
+        reserve_body("R16", attendees=4),
+        HTTP_IDEMPOTENCY_KEY="p1",
+        **bearer(e17),
+    )
+    assert other.json()["reason"] == "idempotency_key_reuse"
 
 
-def test_a_room_of_another_department_through_the_api_is_refused_for_approval(e17):
+def test_a_room_of_another_department_through_the_api_waits_for_approval(e17):
     response = post_json(Client(), call_url("reserve_room"), reserve_body("R15"), **bearer(e17))
 
-    assert response.json()["code"] == "approval_required"
+    assert response.json()["code"] == "approval_pending"
     assert nothing_booked()
 
 

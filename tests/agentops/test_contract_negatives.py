@@ -106,10 +106,10 @@ def test_unauthorized_action_has_zero_side_effects(worker, e17, e23):
     # No request text grants the assistant cancel_booking yet: the direct path is the channel.
     envelope = call_direct(user=e23, name="cancel_booking", arguments={"booking_id": theirs.code})
 
-    assert (envelope["signal"], envelope["code"]) == ("red", "approval_required")
+    assert (envelope["signal"], envelope["code"]) == ("yellow", "approval_pending")
     assert "another employee" in envelope["message"]
     action = Action.objects.get(tool="cancel_booking")
-    assert action.status == "rejected" and action.risk == "HIGH" and action.attempts == 0
+    assert action.status == "waiting_approval" and action.risk == "HIGH" and action.attempts == 0
     assert "another employee" in action.risk_reasons[0]
     assert Booking.objects.get(pk=theirs.pk).status == "confirmed"
     assert dict(Room.objects.values_list("code", "schedule_version")) == versions

@@ -206,3 +206,40 @@ def test_twenty_parallel_approvals_give_one_decision_and_one_execution(worker, e
     assert ApprovalAudit.objects.filter(event="refused", code="already_decided").count() == 19
     assert Booking.objects.count() == 1
     assert NonceUse.objects.count() == 1
+
+
+def test_a_direct_api_call_waits_then_runs_once_approved(worker, e17, approver):
+    from agentops.execution.recorder import call_direct
+
+    arguments = {
+        "room_id": "R16",
+        "start_at": START.isoformat(),
+        "end_at": END.isoformat(),
+        "attendees": 3,
+        "expected_version": Room.objects.get(code="R16").schedule_version,
+    }
+    pending = call_direct(user=e17, name="reserve_room", arguments=arguments)
+    assert pending["code"] == "approval_pending"
+    request = ApprovalRequest.objects.get(action_ref=pending["pending"]["action_id"])
+    assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
+    run = wait_for_run(pending["pending"]["run_id"])
+    assert (run.kind, run.status) == ("direct", "succeeded")
+    assert Booking.objects.get().room.code == "R16"
+
+
+def test_a_direct_api_call_rejected_ends_refused(worker, e17, approver):
+    from agentops.execution.recorder import call_direct
+
+    arguments = {
+        "room_id": "R16",
+        "start_at": START.isoformat(),
+        "end_at": END.isoformat(),
+        "attendees": 3,
+        "expected_version": Room.objects.get(code="R16").schedule_version,
+    }
+    pending = call_direct(user=e17, name="reserve_room", arguments=arguments)
+    request = ApprovalRequest.objects.get(action_ref=pending["pending"]["action_id"])
+    assert approval_decide(request_id=request.pk, approver=approver, approve=False, reason="no").ok
+    run = wait_for_run(pending["pending"]["run_id"])
+    assert (run.status, run.outcome) == ("failed", "refused")
+    assert Booking.objects.count() == 0
