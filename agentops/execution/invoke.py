@@ -7,6 +7,7 @@ that times out may still commit on that thread: that is exactly an unknown outco
 from __future__ import annotations
 
 import json
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -56,17 +57,21 @@ def _wait_for_release(run_id: str) -> None:
 
 
 def _call(
-    spec: ToolSpec, ctx: CallContext, args: BaseModel, faults: list[dict[str, Any]]
+    spec: ToolSpec,
+    ctx: CallContext,
+    args: BaseModel,
+    faults: list[dict[str, Any]],
+    caller_gone: threading.Event,
 ) -> dict[str, Any]:
     kinds = {f["kind"]: f for f in faults}
     try:
         if "db_error" in kinds:
             raise TransientDatabaseError("injected transient database error")
         if "timeout" in kinds:
-            time.sleep(spec.meta.timeout_s + 0.2)
+            # Overrun the timeout by construction, not by racing it: answer only once the
+            # caller has stopped waiting.
+            caller_gone.wait(FAULT_PAUSE_LIMIT_S)
             raise TransientDatabaseError("injected timeout: the call did not run")
-        if "delay" in kinds:
-            time.sleep(int(kinds["delay"].get("ms", 100)) / 1000)
         if "pause" in kinds:
             _wait_for_release(ctx.run_id)
         try:
@@ -89,10 +94,12 @@ def invoke(
     spec: ToolSpec, ctx: CallContext, args: BaseModel, *, faults: list[dict[str, Any]]
 ) -> tuple[dict[str, Any], Signal]:
     """Run the tool and return (envelope, signal)."""
-    future = _POOL.submit(_call, spec, ctx, args, faults)
+    caller_gone = threading.Event()
+    future = _POOL.submit(_call, spec, ctx, args, faults, caller_gone)
     try:
         envelope = future.result(timeout=spec.meta.timeout_s)
     except FutureTimeout:
+        caller_gone.set()
         if spec.meta.readonly:
             return failure(
                 Reason.TIMEOUT,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 from pydantic import BaseModel
@@ -235,7 +236,8 @@ def action_call(started: Started) -> Called:
 
 
 def _backoff_s(attempt: int) -> float:
-    return min(MAX_BACKOFF_S, 0.05 * 2**attempt) * (0.5 + random.random())  # noqa: S311
+    jitter = 0.5 + random.random()  # noqa: S311
+    return min(MAX_BACKOFF_S, 0.05 * 2**attempt) * jitter * settings.AGENT_RETRY_BACKOFF_SCALE
 
 
 def finish_locked(run: AgentRun, action: Action, called: Called) -> None:

@@ -4,7 +4,8 @@
   lease of timeout + LEASE_GRACE; the sweeper (every AGENT_SWEEP_SECONDS) takes over an expired
   lease, so a dead worker's call is noticed within timeout + grace + one sweep period.
 - Celery's visibility timeout (settings) must outlast the longest task: the longest tool timeout
-  plus retries' backoff (MAX_BACKOFF x MAX_YELLOW_RETRIES) is far below it.
+  plus retries' backoff (MAX_BACKOFF x MAX_YELLOW_RETRIES) is far below it. The backoff is
+  scaled by settings.AGENT_RETRY_BACKOFF_SCALE (1; tests set 0).
 - STALE_AFTER > one sweep period > a normal hop: only work nobody is doing is re-enqueued.
 - ABANDONED_CLAIM_AFTER > the longest tool timeout + LEASE_GRACE: a live call's claim is never
   taken for abandoned.

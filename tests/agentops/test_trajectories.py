@@ -121,7 +121,20 @@ def test_2_r7_taken_between_read_and_write_books_r9(worker, e17, e23):
     assert_trace_reconstructs(run)
 
 
-def test_3_search_timeout_retries_boundedly_then_stops(worker, e17):
+def with_latency(monkeypatch, tool: str, ms: int) -> None:
+    """Give ``tool`` an estimated latency of ``ms`` (its timeout is 3x that) for this test."""
+    from agentops import registry
+
+    spec = registry.get(tool)
+    meta = dataclasses.replace(spec.meta, estimated_latency_ms=ms)
+    monkeypatch.setitem(registry._TOOLS, tool, dataclasses.replace(spec, meta=meta))
+
+
+def test_3_search_timeout_retries_boundedly_then_stops(worker, e17, monkeypatch, settings):
+    # The injected timeout holds each call until its caller stops waiting, so a 3 ms timeout
+    # times out as surely as the real 450 ms; retries go at once instead of after a backoff.
+    with_latency(monkeypatch, "find_available_rooms", ms=1)
+    settings.AGENT_RETRY_BACKOFF_SCALE = 0
     run = run_start(
         user=e17,
         request_text=REQUEST_EN,
@@ -302,14 +315,26 @@ def test_transient_database_error_on_a_read_is_retried_then_succeeds(worker, e17
     assert Booking.objects.get().room.code == "R7"
 
 
-def test_a_slow_read_within_its_timeout_is_not_a_timeout(worker, e17):
+def test_a_slow_read_within_its_timeout_is_not_a_timeout(worker, e17, monkeypatch):
+    """The search is held until the test lets it go; its timeout (30 s here, so that the
+    test's own pace cannot reach it) is not reached, so the caller waits for the answer."""
+    with_latency(monkeypatch, "find_available_rooms", ms=10_000)
     run = run_start(
         user=e17,
         request_text=REQUEST_EN,
-        faults=[{"tool": "find_available_rooms", "kind": "delay", "ms": 200}],
+        faults=[{"tool": "find_available_rooms", "kind": "pause", "calls": [1]}],
     )
+    held = wait_until(
+        lambda: Action.objects.filter(
+            run=run, tool="find_available_rooms", status="running"
+        ).first(),
+        message="the search to start",
+    )
+    released_at = timezone.now()
+    release_faults(run.pk)
     run = wait_for_run(run.pk)
 
     assert run.status == "succeeded", run.reply
     find = run.actions.get(tool="find_available_rooms")
-    assert find.attempts == 1 and find.duration_ms >= 200
+    assert find.pk == held.pk and find.attempts == 1
+    assert find.duration_ms >= (released_at - find.started_at).total_seconds() * 1000 > 0

@@ -1,5 +1,9 @@
 """A Celery worker process killed with SIGKILL in the middle of a write, then restarted (with
-beat, so the sweeper runs): never a duplicate booking, never a silently lost run."""
+beat, so the sweeper runs): never a duplicate booking, never a silently lost run.
+
+The dead worker's lease would run out after the tool's timeout + LEASE_GRACE; the test moves it
+into the past instead of waiting for it, so the restarted worker's sweeper (every second here)
+takes the write over at its next sweep."""
 
 from __future__ import annotations
 
@@ -7,14 +11,18 @@ import os
 import signal
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
+from agentops import registry
 from agentops.models import Action
 from agentops.runtime.runs import run_start
+from agentops.runtime.timing import LEASE_GRACE
 from bookings.models import Booking
 from tests.agentops.conftest import release_faults, wait_for_run, wait_until
 from tests.conftest import slot
@@ -79,6 +87,18 @@ def stop(proc: subprocess.Popen) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
+def expire_lease(run) -> None:
+    """Let the lease of the dead worker's write run out now: it is the one the running
+    action took (timeout + LEASE_GRACE), still in the future."""
+    action = Action.objects.get(run=run, tool="reserve_room", status="running")
+    timeout = timedelta(seconds=registry.get("reserve_room").meta.timeout_s)
+    assert action.lease_expires_at == action.started_at + timeout + LEASE_GRACE
+    assert action.lease_expires_at > timezone.now()
+    Action.objects.filter(pk=action.pk).update(
+        lease_expires_at=timezone.now() - timedelta(seconds=1)
+    )
+
+
 @pytest.fixture
 def fresh_broker():
     from agentops.redis_client import get_redis
@@ -106,6 +126,7 @@ def test_worker_killed_mid_write_then_restarted(fresh_broker, e17, tmp_path, mom
             wait_until(lambda: Booking.objects.exists(), message="the write to commit")
         kill_hard(first)
         assert Booking.objects.count() == (1 if moment == "after_commit" else 0)
+        expire_lease(run)
 
         release_faults(run.pk)  # the restarted worker's calls must not pause
         second = start_worker(tmp_path, "second", beat=True)
