@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
@@ -188,10 +189,13 @@ def test_twenty_parallel_approvals_give_one_decision_and_one_execution(worker, e
     barrier = threading.Barrier(20)
 
     def approve():
-        client = Client()
-        client.force_login(approver)
-        barrier.wait()
-        statuses.append(client.post(url, {"decision": "approve", "reason": "ok"}).status_code)
+        try:
+            client = Client()
+            client.force_login(approver)
+            barrier.wait()
+            statuses.append(client.post(url, {"decision": "approve", "reason": "ok"}).status_code)
+        finally:
+            connection.close()  # give the pooled connection back
 
     threads = [threading.Thread(target=approve) for _ in range(20)]
     for t in threads:

@@ -8,6 +8,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from approvals.models import ApprovalAudit, ApprovalRecord, ApprovalRequest, NonceUse
@@ -135,10 +136,13 @@ def test_two_approvers_at_once_give_one_decision(e17):
     barrier = threading.Barrier(2)
 
     def decide(user, approve):
-        barrier.wait()
-        results[user.username] = approval_decide(
-            request_id=request.pk, approver=user, approve=approve, reason="x"
-        )
+        try:
+            barrier.wait()
+            results[user.username] = approval_decide(
+                request_id=request.pk, approver=user, approve=approve, reason="x"
+            )
+        finally:
+            connection.close()  # give the pooled connection back
 
     threads = [
         threading.Thread(target=decide, args=(first, True)),
