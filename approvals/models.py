@@ -8,14 +8,18 @@ import uuid
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy
 
 
 class RequestStatus(models.TextChoices):
-    PENDING = "pending"
-    APPROVED = "approved"
-    REJECTED = "rejected"
-    EXPIRED = "expired"  # nobody decided before the deadline
-    WITHDRAWN = "withdrawn"  # the requester took it back, or the run ended
+    PENDING = "pending", gettext_lazy("Waiting")
+    APPROVED = "approved", gettext_lazy("Approved")
+    REJECTED = "rejected", gettext_lazy("Rejected")
+    EXPIRED = "expired", gettext_lazy("Expired")  # nobody decided before the deadline
+    WITHDRAWN = (
+        "withdrawn",
+        gettext_lazy("Withdrawn"),
+    )  # the requester took it back, or the run ended
 
 
 class Decision(models.TextChoices):

@@ -72,8 +72,6 @@ def proposal_record(
     else:
         action.result = verdict.error.envelope()
     action_create(action, status)
-    if status == ActionStatus.WAITING_APPROVAL:
-        approval.request_open(run, action, spec, args)
     trace_append(
         run=run,
         kind=EventKind.GATE,
@@ -89,4 +87,6 @@ def proposal_record(
             **({"refusal": action.result} if action.result else {}),
         },
     )
+    if status == ActionStatus.WAITING_APPROVAL:
+        approval.request_open(run, action, spec, args)
     return verdict, action

@@ -8,7 +8,15 @@ from typing import Any
 from django import template
 from django.utils import formats, timezone
 
+from accounts.models import Department
+
 register = template.Library()
+
+
+@register.filter
+def department(value: str) -> str:
+    """A department code as its label in the active language."""
+    return str(Department(value).label) if value in Department.values else value
 
 
 @register.filter
