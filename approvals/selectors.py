@@ -17,6 +17,14 @@ def approval_request_latest(*, action_ref: str) -> ApprovalRequest | None:
     )
 
 
+def approval_request_pending(*, request_id: Any) -> ApprovalRequest | None:
+    return (
+        ApprovalRequest.objects.filter(pk=request_id, status=RequestStatus.PENDING)
+        .select_related("requester")
+        .first()
+    )
+
+
 def approvals_pending(*, approver: User) -> list[ApprovalRequest]:
     """What an approver may decide: pending requests of others, soonest deadline first."""
     return list(

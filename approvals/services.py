@@ -9,12 +9,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.models import Role, User
 from accounts.selectors import user_roles
 from approvals import signing
+from approvals.live import inbox_poke
 from approvals.models import (
     ApprovalAudit,
     ApprovalRecord,
@@ -51,6 +53,7 @@ def _audit(
 
 def _announce(request: ApprovalRequest) -> None:
     transaction.on_commit(lambda: approval_settled.send(sender=ApprovalRequest, request=request))
+    inbox_poke()
 
 
 @transaction.atomic
@@ -78,7 +81,30 @@ def approval_request_open(
         deadline=deadline,
     )
     _audit(AuditEvent.REQUESTED, request=request, actor=requester)
+    inbox_poke()
+    _notify_approvers(request)
     return request
+
+
+def _notify_approvers(request: ApprovalRequest) -> None:
+    """An e-mail to every approver with an address (console backend unless SMTP is set)."""
+    recipients = list(
+        User.objects.filter(groups__name=Role.APPROVER, is_active=True)
+        .exclude(pk=request.requester_id)
+        .exclude(email="")
+        .values_list("email", flat=True)
+    )
+    if not recipients:
+        return
+    subject = f"Approval needed: {request.intent.get('tool', 'an action')} for {request.intent.get('subject', '')}"
+    body = "\n".join(
+        [
+            f"{request.intent.get('subject', '')} asks for: {request.intent.get('goal', '')}",
+            f"Why it needs approval: {'; '.join(request.intent.get('risk_reasons') or [])}",
+            f"Decide before {request.deadline:%Y-%m-%d %H:%M %Z} in the approvals inbox.",
+        ]
+    )
+    transaction.on_commit(lambda: send_mail(subject, body, None, recipients), robust=True)
 
 
 def approval_decide(*, request_id: Any, approver: User, approve: bool, reason: str) -> Result:

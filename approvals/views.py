@@ -59,6 +59,10 @@ def decide(request: AuthedRequest, request_id: str) -> HttpResponse:
             reason=request.POST.get("reason", ""),
         )
     if request.htmx:
+        pending = selectors.approval_request_pending(request_id=request_id)
+        if not result.ok and pending is not None:  # the same card again, with what went wrong
+            context = {"item": pending, "error": result.message}
+            return render(request, "approvals/inbox.html#card", context)
         context = {"request_id": request_id, "result": result, "decision": decision}
         return render(request, "approvals/inbox.html#outcome", context)
     if result.ok:

@@ -90,6 +90,7 @@ def _load(Group, Role, Room, User) -> None:  # noqa: N803
                 "employee_id": employee_id,
                 "department": dept,
                 "first_name": first_name,
+                "email": f"{username}@rooms.example",
                 "is_staff": superuser,
                 "is_superuser": superuser,
             },

@@ -36,7 +36,8 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-from agentops.live.routing import websocket_urlpatterns  # noqa: E402
+from agentops.live.routing import websocket_urlpatterns as run_routes  # noqa: E402
+from approvals.routing import websocket_urlpatterns as approval_routes  # noqa: E402
 
 # On a developer's machine the app serves its own static files; behind a proxy in production
 # (SERVE_STATIC=false) the proxy serves `collectstatic`'s output.
@@ -46,7 +47,7 @@ application = ProtocolTypeRouter(
     {
         "http": http_app,
         "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            AuthMiddlewareStack(URLRouter(run_routes + approval_routes))
         ),
     }
 )

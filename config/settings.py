@@ -216,3 +216,18 @@ LOGGING = {
 APPROVAL_DEADLINE_MINUTES = int(os.environ.get("APPROVAL_DEADLINE_MINUTES", "30"))
 # How long a signed approval stays usable after the decision (never past the request deadline).
 APPROVAL_VALID_MINUTES = int(os.environ.get("APPROVAL_VALID_MINUTES", "10"))
+
+# --- mail (approval notifications): the console unless an SMTP server is configured ---
+_MAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+_MAIL_OPTIONS: dict[str, object] = {}
+if _MAIL_BACKEND.endswith("smtp.EmailBackend"):
+    _MAIL_OPTIONS = {
+        "host": os.environ.get("EMAIL_HOST", "localhost"),
+        "port": int(os.environ.get("EMAIL_PORT", "25")),
+        "username": os.environ.get("EMAIL_HOST_USER", ""),
+        "password": os.environ.get("EMAIL_HOST_PASSWORD", ""),
+        "use_tls": _env_bool("EMAIL_USE_TLS", False),
+        "timeout": 10,
+    }
+MAILERS = {"default": {"BACKEND": _MAIL_BACKEND, "OPTIONS": _MAIL_OPTIONS}}
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "rooms@localhost")
