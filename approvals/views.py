@@ -64,7 +64,9 @@ def decide(request: AuthedRequest, request_id: str) -> HttpResponse:
             context = {"item": pending, "error": result.message}
             return render(request, "approvals/inbox.html#card", context)
         context = {"request_id": request_id, "result": result, "decision": decision}
-        return render(request, "approvals/inbox.html#outcome", context)
+        response = render(request, "approvals/inbox.html#outcome", context)
+        response["HX-Trigger"] = "inbox-changed"  # the list re-reads: the card moves to Decided
+        return response
     if result.ok:
         messages.success(request, gettext("Decision recorded."))
     else:

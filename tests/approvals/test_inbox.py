@@ -109,3 +109,19 @@ def test_the_inbox_refreshes_its_list_as_a_fragment(e17, approver):
     page = client.get("/approvals/")
     assert "<html" in page.text
     assert "/ws/approvals/" in page.text
+
+
+def test_a_decision_made_in_place_asks_the_list_to_re_read(e17, approver):
+    request = open_request(e17)
+    client = Client()
+    client.force_login(approver)
+    response = client.post(
+        f"/approvals/{request.pk}/decide/",
+        {"decision": "reject", "reason": "not this week"},
+        HTTP_HX_REQUEST="true",
+    )
+    assert response.status_code == 200
+    assert response["HX-Trigger"] == "inbox-changed"
+    assert "Rejected." in response.text
+    request.refresh_from_db()
+    assert request.status == "rejected"
