@@ -65,3 +65,6 @@ def browser_page(request: pytest.FixtureRequest, live_server) -> Iterator:
             # Inside sync_playwright the test runs in another context, hence on another
             # database connection: close it here, or the test database cannot be dropped.
             connections.close_all()
+
+
+from tests.agentops.conftest import celery_worker_thread, worker  # noqa: E402, F401  (shared)

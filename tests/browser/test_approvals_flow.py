@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import pytest
+
+from agentops.runtime.runs import run_start
+from bookings.models import Booking
+from tests.accounts.factories import PASSWORD
+from tests.agentops.conftest import wait_for_run
+from tests.browser.conftest import ARTIFACTS
+from tests.conftest import slot
+
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("rooms")]
+
+
+def test_an_approver_approves_a_premium_room_in_the_inbox(worker, e17, approver, browser_page):
+    from playwright.sync_api import expect
+
+    start, _ = slot(days=4, hour=10)
+    run = run_start(user=e17, request_text=f"book R16 on {start:%Y-%m-%d} 10:00-11:00 for 4 people")
+    assert (
+        wait_for_run(run.pk, statuses=("waiting_approval", "failed")).status == "waiting_approval"
+    )
+
+    page = browser_page
+    page.goto("/login/")
+    page.get_by_label("Username", exact=True).fill("a01")
+    page.get_by_label("Password", exact=True).fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    nav = page.get_by_role("link", name="Approvals")
+    expect(nav).to_contain_text("1")
+    nav.click()
+
+    card = page.locator("article.approval")
+    expect(card).to_have_count(1)
+    expect(card).to_contain_text("R16 is a premium room that needs approval")
+    expect(card).to_contain_text("E17")
+    page.evaluate("window.stillTheSamePage = true")
+    card.get_by_label("Reason").fill("Board meeting")
+    card.get_by_role("button", name="Approve").click()
+    expect(page.locator("tr[data-status=approved]")).to_contain_text("Board meeting")
+    assert page.evaluate("window.stillTheSamePage") is True
+    expect(page.locator("#approvals-count")).to_be_hidden()  # the navigation's count follows
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "approvals-inbox-approved.png"), full_page=True)
+
+    assert wait_for_run(run.pk).status == "succeeded"
+    assert Booking.objects.get().room.code == "R16"
