@@ -9,8 +9,11 @@ class AgentopsConfig(AppConfig):
 
     def ready(self) -> None:
         from agentops import registry
+        from agentops.contract import install_governor
+        from agentops.execution.recorder import call_direct
         from agentops.runtime import approval
         from approvals.signals import approval_settled
 
         registry.autodiscover()
+        install_governor(call_direct)
         approval_settled.connect(approval.on_settled, dispatch_uid="agentops.approval_settled")

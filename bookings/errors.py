@@ -49,5 +49,29 @@ class BookingError(Exception):
         # gettext("") would answer the catalogue's header.
         return gettext(msgid) % self.params if msgid else ""
 
+    def as_detail(self) -> dict[str, object]:
+        """What a screen needs to show this refusal in its reader's language (JSON-safe)."""
+        message, hint = self._msgids
+        return {
+            "msgid": message,
+            "hint_msgid": hint,
+            "params": {
+                k: v if isinstance(v, int | float | str | bool) or v is None else str(v)
+                for k, v in self.params.items()
+            },
+        }
+
+    @classmethod
+    def from_envelope(cls, envelope: dict) -> BookingError:
+        """A refusal that came back through the runtime, as the screens show refusals."""
+        detail = envelope.get("detail") or {}
+        return cls(
+            envelope.get("reason") or "invalid_input",
+            envelope.get("code") or "refused",
+            detail.get("msgid") or envelope.get("message", "").replace("%", "%%"),
+            detail.get("hint_msgid") or envelope.get("hint", "").replace("%", "%%"),
+            params=detail.get("params") or {},
+        )
+
     def __repr__(self) -> str:
         return f"BookingError({self.reason!r}, {self.code!r}, {self.message!r})"

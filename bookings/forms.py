@@ -69,6 +69,8 @@ class BookForm(forms.Form):
         label=gettext_lazy("Equipment"), choices=EQUIPMENT_CHOICES, required=False
     )
     idempotency_key = forms.UUIDField(label=gettext_lazy("Idempotency key"))
+    # The schedule version the search showed: the booking is of what the person saw.
+    version = forms.IntegerField(label=gettext_lazy("Version"), min_value=0, required=False)
 
     def parse(self) -> dict[str, Any]:
         """Keyword arguments for services.booking_reserve (without the user); invalid input
@@ -84,8 +86,9 @@ class BookForm(forms.Form):
             "end_at": data["end_at"],
             "attendees": data["attendees"],
             "equipment": data["equipment"],
-            # Namespaced so a screen key can never collide with an agent run's key.
-            "idempotency_key": f"web:{data['idempotency_key']}",
+            # The runtime namespaces it ("web:<user>:<key>"): it never meets an agent run's key.
+            "idempotency_key": str(data["idempotency_key"]),
+            "observed_version": data["version"],
         }
 
 

@@ -14,6 +14,7 @@ from django.utils.translation import gettext_noop
 
 from accounts.models import Role, User
 from accounts.selectors import user_roles
+from agentops.contract import governed_call
 from bookings import rules
 from bookings.errors import BookingError
 from bookings.models import Booking, BookingStatus, Room
@@ -342,3 +343,67 @@ def booking_cancel(*, user: User, booking_code: str) -> Booking:
     booking.cancelled_version = room.schedule_version
     booking.save(update_fields=["status", "cancelled_at", "cancelled_by", "cancelled_version"])
     return booking
+
+
+@dataclass(frozen=True)
+class BookingOutcome:
+    """What a person's booking request came to: ``reservation`` (a Reservation) or
+    ``pending`` (it waits for an approver; the runtime's pending details)."""
+
+    kind: str
+    value: Reservation | dict
+
+
+def booking_request(
+    *,
+    user: User,
+    room_code: str,
+    start_at: datetime,
+    end_at: datetime,
+    attendees: int,
+    equipment: Sequence[str] = (),
+    idempotency_key: str,
+    observed_version: int | None = None,
+) -> BookingOutcome:
+    """Book for a person from the screens, through the runtime's governance (the same gate,
+    policy, approvals, idempotency and audit as the assistant). Raises BookingError for a
+    refusal, in the words the screens show. ``observed_version`` is the room's schedule version
+    the person saw (stale only if that window changed since); without it, the current one."""
+    if observed_version is None:
+        observed_version = (
+            Room.objects.filter(code=room_code).values_list("schedule_version", flat=True).first()
+        )
+    asked_at = timezone.now()
+    envelope = governed_call(
+        user=user,
+        tool="reserve_room",
+        arguments={
+            "room_id": room_code,
+            "start_at": start_at.isoformat(),
+            "end_at": end_at.isoformat(),
+            "attendees": attendees,
+            "equipment": list(equipment),
+            "expected_version": observed_version or 0,
+        },
+        idempotency_key=idempotency_key,
+    )
+    if envelope.get("pending"):
+        pending = envelope["pending"]
+        return BookingOutcome(
+            "pending", pending | {"deadline": datetime.fromisoformat(pending["deadline"])}
+        )
+    if not envelope.get("ok"):
+        raise BookingError.from_envelope(envelope)
+    data = envelope["data"]
+    booking = Booking.objects.select_related("room").get(code=data["booking_id"])
+    return BookingOutcome(
+        "reservation",
+        Reservation(
+            booking,
+            data["room_id"],
+            booking.room.schedule_version,
+            # The runtime replays a finished call under the same key: then the booking
+            # predates this request (a double submit).
+            bool(data["replayed"]) or booking.created_at < asked_at,
+        ),
+    )

@@ -26,7 +26,7 @@ from bookings.errors import BookingError
 from bookings.forms import BookForm, SearchForm
 from bookings.models import Booking
 from bookings.selectors import booking_list_for_user, room_search
-from bookings.services import booking_cancel, booking_reserve
+from bookings.services import booking_cancel, booking_request
 
 MINE_LIMIT = 50
 _STATUS = {"invalid_input": 400, "forbidden": 403, "not_found": 404}  # anything else: 409
@@ -63,15 +63,20 @@ def search(request: AuthedRequest) -> HttpResponse:
 @require_POST
 @login_required
 def book(request: AuthedRequest) -> HttpResponse:
+    """A booking made on the screen goes through the runtime like the assistant's: the same
+    gate, policy (a premium room waits for an approver), idempotency and audit."""
     try:
-        reservation = booking_reserve(user=request.user, **BookForm(request.POST).parse())
+        outcome = booking_request(user=request.user, **BookForm(request.POST).parse())
     except BookingError as error:
         return _refused(request, "bookings/search.html#outcome", {"error": error})
     if _swap(request):
-        return render(request, "bookings/search.html#outcome", {"reservation": reservation})
-    messages.success(
-        request, gettext("Booked %(booking)s.") % {"booking": _summary(reservation.booking)}
-    )
+        return render(request, "bookings/search.html#outcome", {outcome.kind: outcome.value})
+    if outcome.kind == "pending":
+        messages.info(request, gettext("Requested; it waits for an approver."))
+    else:
+        messages.success(
+            request, gettext("Booked %(booking)s.") % {"booking": _summary(outcome.value.booking)}
+        )
     return redirect("bookings:mine")
 
 

@@ -228,7 +228,7 @@ def test_form_errors_in_chinese_name_the_chinese_field(as_e17):
     assert "请修改搜索条件后重试。" in html
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # bookings go through the runtime
 @pytest.mark.usefixtures("rooms")
 def test_book_refusal_and_success_in_chinese(as_e17):
     refused = as_e17.post(BOOK, book_data(attendees=5), **HTMX, **ZH).text
@@ -238,7 +238,7 @@ def test_book_refusal_and_success_in_chinese(as_e17):
     assert re.search(r"已预订 R7，\d+月\d+日 14:00–15:00，预订编号 <strong>B\d+</strong>", booked)
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # bookings go through the runtime
 @pytest.mark.usefixtures("rooms")
 def test_flash_message_and_my_bookings_in_chinese(as_e17):
     response = as_e17.post(BOOK, book_data(), follow=True, **ZH)
@@ -251,7 +251,7 @@ def test_flash_message_and_my_bookings_in_chinese(as_e17):
     assert [word for word in ENGLISH_CHROME if word in text] == []
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # bookings go through the runtime
 @pytest.mark.usefixtures("rooms")
 def test_english_pages_keep_24_hour_times_and_day_month(as_e17):
     booked = as_e17.post(BOOK, book_data(), **HTMX).text

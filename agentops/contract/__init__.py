@@ -15,6 +15,7 @@ from agentops.contract.envelope import (
     failure,
     success,
 )
+from agentops.contract.governance import governed_call, install_governor
 from agentops.contract.planning import (
     Assistant,
     ModelContext,
@@ -66,5 +67,7 @@ __all__ = [
     "Verification",
     "canonical_json",
     "failure",
+    "governed_call",
+    "install_governor",
     "success",
 ]

@@ -65,18 +65,24 @@ class ToolError(Exception):
         message: str,
         hint: str = "",
         retry_after_ms: int | None = None,
+        *,
+        detail: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.reason = Reason(reason)
         self.code, self.message = code, message
         self.hint, self.retry_after_ms = hint, retry_after_ms
+        self.detail = detail
 
     @property
     def signal(self) -> Signal:
         return self.reason.signal
 
     def envelope(self) -> dict[str, Any]:
-        return failure(self.reason, self.code, self.message, self.hint, self.retry_after_ms)
+        envelope = failure(self.reason, self.code, self.message, self.hint, self.retry_after_ms)
+        if self.detail is not None:  # the domain's own, JSON-safe: e.g. its msgid and params
+            envelope["detail"] = self.detail
+        return envelope
 
 
 def success(

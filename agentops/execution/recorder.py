@@ -316,13 +316,18 @@ def action_execute(action_id: Any) -> None:
 
 
 def call_direct(
-    *, user: Any, name: str, arguments: Any, idempotency_key: str | None = None
+    *,
+    user: Any,
+    name: str,
+    arguments: Any,
+    idempotency_key: str | None = None,
+    channel: str = "api",
 ) -> dict[str, Any]:
     """Gate, then execute one call for ``user`` (from the session or token), recorded as a
-    one-action run. Writes carry ``api:<user>:<key>``: the caller's Idempotency-Key, or a fresh
-    one. Returns the envelope; a refusal has written nothing but its records. A call that needs
+    one-action run. Writes carry ``<channel>:<user>:<key>``: the caller's Idempotency-Key, or
+    a fresh one. Returns the envelope; a refusal has written nothing but its records. A call that needs
     a human approval waits for one: the answer says so and where to poll."""
-    key = f"api:{user.pk}:{idempotency_key or uuid.uuid4().hex}"
+    key = f"{channel}:{user.pk}:{idempotency_key or uuid.uuid4().hex}"
     if idempotency_key:
         waiting = _waiting_under(key, user=user, name=name, arguments=arguments)
         if waiting is not None:

@@ -53,7 +53,9 @@ def _domain_errors(fn):
         try:
             return fn(*args, **kwargs)
         except BookingError as exc:
-            raise ToolError(exc.reason, exc.code, exc.message, exc.hint) from exc
+            raise ToolError(
+                exc.reason, exc.code, exc.message, exc.hint, detail=exc.as_detail()
+            ) from exc
 
     return wrapper
 

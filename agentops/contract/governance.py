@@ -1,0 +1,31 @@
+"""The one door for a domain's own screens to make a governed call: the same gate, policy,
+approvals, idempotency and trace as the assistant and the API. The runtime installs itself here
+at start-up; a domain app calls ``governed_call`` and never imports the runtime."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Governor = Callable[..., dict[str, Any]]
+_installed: list[Governor] = []
+
+
+def install_governor(governor: Governor) -> None:
+    _installed[:] = [governor]
+
+
+def governed_call(
+    *, user: Any, tool: str, arguments: dict[str, Any], idempotency_key: str | None = None
+) -> dict[str, Any]:
+    """Call ``tool`` for ``user`` through the runtime; returns its envelope (a pending
+    approval included: ``code == "approval_pending"``)."""
+    if not _installed:
+        raise RuntimeError("no governor installed: is agentops in INSTALLED_APPS?")
+    return _installed[0](
+        user=user,
+        name=tool,
+        arguments=arguments,
+        idempotency_key=idempotency_key,
+        channel="web",
+    )
