@@ -25,6 +25,15 @@ def approval_request_pending(*, request_id: Any) -> ApprovalRequest | None:
     )
 
 
+def approval_requests_of(*, requester: User, limit: int = 20) -> list[ApprovalRequest]:
+    """A requester's own approval requests, newest first, with their decisions."""
+    return list(
+        ApprovalRequest.objects.filter(requester=requester)
+        .select_related("record", "record__approver")
+        .order_by("-created_at")[:limit]
+    )
+
+
 def approvals_pending(*, approver: User) -> list[ApprovalRequest]:
     """What an approver may decide: pending requests of others, soonest deadline first."""
     return list(

@@ -22,6 +22,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.middleware import HtmxDetails
 
 from accounts.models import User
+from approvals.selectors import approval_requests_of
 from bookings.errors import BookingError
 from bookings.forms import BookForm, SearchForm
 from bookings.models import Booking
@@ -85,7 +86,9 @@ def book(request: AuthedRequest) -> HttpResponse:
 def mine(request: AuthedRequest) -> HttpResponse:
     page = booking_list_for_user(user=request.user, limit=MINE_LIMIT)
     bookings = _upcoming_first(page.items, now=timezone.now())
-    return render(request, "bookings/mine.html", {"bookings": bookings, "page": page})
+    requests = approval_requests_of(requester=request.user, limit=MINE_LIMIT)
+    context = {"bookings": bookings, "page": page, "requests": requests}
+    return render(request, "bookings/mine.html", context)
 
 
 @require_POST

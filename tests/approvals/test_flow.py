@@ -247,3 +247,43 @@ def test_a_direct_api_call_rejected_ends_refused(worker, e17, approver):
     run = wait_for_run(pending["pending"]["run_id"])
     assert (run.status, run.outcome) == ("failed", "refused")
     assert Booking.objects.count() == 0
+
+
+def test_booking_a_premium_room_on_the_screen_waits_and_a_rejection_shows_why(
+    worker, e17, approver
+):
+    import uuid
+
+    screen = Client()
+    screen.force_login(e17)
+    booked = screen.post(
+        "/book/",
+        {
+            "room": "R16",
+            "start_at": START.isoformat(),
+            "end_at": END.isoformat(),
+            "attendees": 3,
+            "idempotency_key": str(uuid.uuid4()),
+            "version": Room.objects.get(code="R16").schedule_version,
+        },
+        HTTP_HX_REQUEST="true",
+    )
+    assert booked.status_code == 200
+    assert "needs an approver" in booked.text
+    assert Booking.objects.count() == 0
+    request = ApprovalRequest.objects.get()
+    assert request.requester == e17
+    mine = screen.get("/bookings/").text
+    assert f'data-request="{request.pk}" data-status="pending"' in mine
+
+    assert approval_decide(
+        request_id=request.pk, approver=approver, approve=False, reason="R16 is for the board"
+    ).ok
+    wait_until(
+        lambda: Action.objects.get(pk=request.action_ref).status == "rejected",
+        message="the rejection to reach the action",
+    )
+    mine = screen.get("/bookings/").text
+    assert f'data-request="{request.pk}" data-status="rejected"' in mine
+    assert "R16 is for the board" in mine
+    assert Booking.objects.count() == 0
