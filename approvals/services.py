@@ -237,6 +237,20 @@ def approval_close(*, action_ref: str, status: RequestStatus, actor: User | None
         _announce(request)
 
 
+def approval_withdraw(*, request_id: Any, user: User) -> Result:
+    """The requester takes a pending request back; the runtime then cancels what waited on it."""
+    with transaction.atomic():
+        request = ApprovalRequest.objects.select_for_update().filter(pk=request_id).first()
+        if request is None or request.requester_id != user.pk:
+            _audit(AuditEvent.REFUSED, request=request, actor=user, code="not_yours")
+            return Result(False, "not_found", "There is no such request of yours.")
+        if request.status != RequestStatus.PENDING:
+            _audit(AuditEvent.REFUSED, request=request, actor=user, code="already_decided")
+            return Result(False, "already_decided", f"This request is already {request.status}.")
+        approval_close(action_ref=request.action_ref, status=RequestStatus.WITHDRAWN, actor=user)
+    return Result(True)
+
+
 def approvals_expire_due(*, now: datetime | None = None) -> int:
     """Expire every pending request past its deadline (the sweeper calls this)."""
     now = now or timezone.now()

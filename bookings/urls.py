@@ -10,4 +10,5 @@ urlpatterns = [
     path("book/", views.book, name="book"),
     path("bookings/", views.mine, name="mine"),
     path("bookings/<str:code>/cancel/", views.cancel, name="cancel"),
+    path("requests/<uuid:request_id>/withdraw/", views.withdraw, name="withdraw"),
 ]

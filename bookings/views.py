@@ -23,6 +23,7 @@ from django_htmx.middleware import HtmxDetails
 
 from accounts.models import User
 from approvals.selectors import approval_requests_of
+from approvals.services import approval_withdraw
 from bookings.errors import BookingError
 from bookings.forms import BookForm, SearchForm
 from bookings.models import Booking
@@ -101,6 +102,18 @@ def cancel(request: AuthedRequest, code: str) -> HttpResponse:
     if _swap(request):
         return render(request, "bookings/mine.html#row", {"booking": booking})
     messages.success(request, gettext("Cancelled %(booking)s.") % {"booking": _summary(booking)})
+    return redirect("bookings:mine")
+
+
+@require_POST
+@login_required
+def withdraw(request: AuthedRequest, request_id: str) -> HttpResponse:
+    """The requester takes back a request still waiting for an approver."""
+    result = approval_withdraw(request_id=request_id, user=request.user)
+    if result.ok:
+        messages.success(request, gettext("Request withdrawn; nothing was booked."))
+    else:
+        messages.error(request, gettext("This request can no longer be withdrawn."))
     return redirect("bookings:mine")
 
 

@@ -118,7 +118,7 @@ def withdraw_pending(run: AgentRun) -> None:
 
 
 def on_settled(sender: Any, request: Any, **kwargs: Any) -> None:
-    """approvals' signal: continue the run in a worker."""
-    if request.status != RequestStatus.WITHDRAWN:
-        with transaction.atomic():
-            enqueue_approval_settled(request.action_ref)
+    """approvals' signal: continue the run in a worker (a request withdrawn because its run
+    ended finds the run terminal there and does nothing)."""
+    with transaction.atomic():
+        enqueue_approval_settled(request.action_ref)

@@ -419,6 +419,11 @@ def action_approval_settled(action_id: Any) -> None:
             )
             run_move(run, RunStatus.FAILED, outcome=RunOutcome.APPROVAL_EXPIRED, reply=reply)
             return
+        elif request.status == RequestStatus.WITHDRAWN:  # the requester took it back
+            actions_cancel_unstarted(run)
+            reply = registry.assistant().reply(ReplyKind.CANCELLED, language=run.language)
+            run_move(run, RunStatus.CANCELLED, outcome=RunOutcome.CANCELLED_BY_USER, reply=reply)
+            return
         else:
             return
         if (

@@ -287,3 +287,25 @@ def test_booking_a_premium_room_on_the_screen_waits_and_a_rejection_shows_why(
     assert f'data-request="{request.pk}" data-status="rejected"' in mine
     assert "R16 is for the board" in mine
     assert Booking.objects.count() == 0
+
+
+def test_the_requester_withdraws_a_waiting_request_and_the_run_is_cancelled(
+    worker, e17, e23, approver
+):
+    run, request = waiting_run(e17)
+    other = Client()
+    other.force_login(e23)
+    assert other.post(f"/requests/{request.pk}/withdraw/").status_code == 302
+    request.refresh_from_db()
+    assert request.status == "pending"  # only the requester may take it back
+    owner = Client()
+    owner.force_login(e17)
+    page = owner.post(f"/requests/{request.pk}/withdraw/", follow=True)
+    assert "Request withdrawn" in page.text
+    run = wait_for_run(run.pk)
+    assert (run.status, run.outcome) == ("cancelled", "cancelled_by_user")
+    late = approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok")
+    assert (late.ok, late.code) == (False, "already_decided")
+    assert Booking.objects.count() == 0
+    assert ApprovalAudit.objects.filter(event="refused", actor=e23).exists()
+    assert ApprovalAudit.objects.filter(event="withdrawn", actor=e17).exists()
