@@ -45,3 +45,42 @@ def test_an_approver_approves_a_premium_room_in_the_inbox(worker, e17, approver,
 
     assert wait_for_run(run.pk).status == "succeeded"
     assert Booking.objects.get().room.code == "R16"
+
+
+def test_a_premium_room_booked_on_the_screen_is_rejected_and_the_employee_sees_why(
+    worker, e17, approver, browser_page
+):
+    from playwright.sync_api import expect
+
+    from approvals.models import ApprovalRequest
+    from approvals.services import approval_decide
+    from tests.agentops.conftest import wait_until
+
+    day = slot(days=5)[0].date()
+    page = browser_page
+    page.goto("/login/")
+    page.get_by_label("Username", exact=True).fill("e17")
+    page.get_by_label("Password", exact=True).fill(PASSWORD)
+    page.get_by_role("button", name="Log in").click()
+    page.get_by_label("Date", exact=True).fill(day.isoformat())
+    page.get_by_label("From", exact=True).fill("09:00")
+    page.get_by_label("To", exact=True).fill("10:00")
+    page.get_by_label("People", exact=True).fill("12")
+    page.get_by_role("button", name="Search").click()
+    r16 = page.locator('[data-room="R16"]')
+    r16.get_by_role("button", name="Book").click()
+    expect(r16.locator("[data-pending]")).to_contain_text("needs an approver")
+    assert Booking.objects.count() == 0
+
+    request = ApprovalRequest.objects.get()
+    assert approval_decide(
+        request_id=request.pk, approver=approver, approve=False, reason="Reserved for the board"
+    ).ok
+    wait_until(lambda: ApprovalRequest.objects.get().status == "rejected", message="the rejection")
+    page.get_by_role("link", name="My bookings").click()
+    row = page.locator(f'tr[data-request="{request.pk}"]')
+    expect(row).to_have_attribute("data-status", "rejected")
+    expect(row).to_contain_text("Reserved for the board")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "my-bookings-rejected-request.png"), full_page=True)
+    assert Booking.objects.count() == 0
