@@ -27,6 +27,16 @@ START, END = slot(days=3, hour=14)
 REQUEST = f"book R16 on {START:%Y-%m-%d} 14:00-15:00 for 3 people"
 
 
+def r16_arguments() -> dict:
+    return {
+        "room_id": "R16",
+        "start_at": START.isoformat(),
+        "end_at": END.isoformat(),
+        "attendees": 3,
+        "expected_version": Room.objects.get(code="R16").schedule_version,
+    }
+
+
 def waiting_run(user):
     run = wait_for_run(
         run_start(user=user, request_text=REQUEST).pk, statuses=("waiting_approval", "failed")
@@ -215,14 +225,7 @@ def test_twenty_parallel_approvals_give_one_decision_and_one_execution(worker, e
 def test_a_direct_api_call_waits_then_runs_once_approved(worker, e17, approver):
     from agentops.execution.recorder import call_direct
 
-    arguments = {
-        "room_id": "R16",
-        "start_at": START.isoformat(),
-        "end_at": END.isoformat(),
-        "attendees": 3,
-        "expected_version": Room.objects.get(code="R16").schedule_version,
-    }
-    pending = call_direct(user=e17, name="reserve_room", arguments=arguments)
+    pending = call_direct(user=e17, name="reserve_room", arguments=r16_arguments())
     assert pending["code"] == "approval_pending"
     request = ApprovalRequest.objects.get(action_ref=pending["pending"]["action_id"])
     assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
@@ -234,14 +237,7 @@ def test_a_direct_api_call_waits_then_runs_once_approved(worker, e17, approver):
 def test_a_direct_api_call_rejected_ends_refused(worker, e17, approver):
     from agentops.execution.recorder import call_direct
 
-    arguments = {
-        "room_id": "R16",
-        "start_at": START.isoformat(),
-        "end_at": END.isoformat(),
-        "attendees": 3,
-        "expected_version": Room.objects.get(code="R16").schedule_version,
-    }
-    pending = call_direct(user=e17, name="reserve_room", arguments=arguments)
+    pending = call_direct(user=e17, name="reserve_room", arguments=r16_arguments())
     request = ApprovalRequest.objects.get(action_ref=pending["pending"]["action_id"])
     assert approval_decide(request_id=request.pk, approver=approver, approve=False, reason="no").ok
     run = wait_for_run(pending["pending"]["run_id"])
