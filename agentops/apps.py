@@ -12,8 +12,11 @@ class AgentopsConfig(AppConfig):
         from agentops.contract import install_governor
         from agentops.execution.recorder import call_direct
         from agentops.runtime import approval
-        from approvals.signals import approval_settled
+        from approvals.signals import approval_refresh_requested, approval_settled
 
         registry.autodiscover()
         install_governor(call_direct)
         approval_settled.connect(approval.on_settled, dispatch_uid="agentops.approval_settled")
+        approval_refresh_requested.connect(
+            approval.on_refresh, dispatch_uid="agentops.approval_refresh"
+        )

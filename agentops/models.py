@@ -143,6 +143,7 @@ class EventKind(models.TextChoices):
     BUDGET_EXHAUSTED = "budget_exhausted"
     APPROVAL_REQUESTED = "approval_requested"
     APPROVAL_DECIDED = "approval_decided"
+    APPROVAL_FROZEN = "approval_frozen"
     RUN_FINISHED = "run_finished"
 
 

@@ -31,6 +31,11 @@ def approval_settled_task(action_id: str) -> None:
     runs.action_approval_settled(action_id)
 
 
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def approval_refresh_task(action_id: str) -> None:
+    runs.action_approval_refresh(action_id)
+
+
 @shared_task(acks_late=True)
 def sweep_task() -> dict[str, int]:
     return sweeper.sweep()

@@ -16,10 +16,11 @@ class RequestStatus(models.TextChoices):
     APPROVED = "approved", gettext_lazy("Approved")
     REJECTED = "rejected", gettext_lazy("Rejected")
     EXPIRED = "expired", gettext_lazy("Expired")  # nobody decided before the deadline
-    WITHDRAWN = (
-        "withdrawn",
-        gettext_lazy("Withdrawn"),
-    )  # the requester took it back, or the run ended
+    # the requester took it back, or the run ended
+    WITHDRAWN = "withdrawn", gettext_lazy("Withdrawn")
+    # Approved, but drifted or expired before it could run: kept as evidence; only a fresh
+    # approval of the same intent against the current state un-freezes the action.
+    STALE = "stale", gettext_lazy("Needs a fresh approval")
 
 
 class Decision(models.TextChoices):
@@ -100,6 +101,7 @@ class AuditEvent(models.TextChoices):
     WITHDRAWN = "withdrawn"
     CONSUMED = "consumed"  # an approval authorised its execution
     NOT_VALID = "not_valid"  # an approval failed verification at execution
+    REFRESH_REQUESTED = "refresh_requested"  # an approver asked for a fresh approval
 
 
 class ApprovalAudit(models.Model):
@@ -111,7 +113,7 @@ class ApprovalAudit(models.Model):
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
-    event = models.CharField(max_length=16, choices=AuditEvent.choices)
+    event = models.CharField(max_length=24, choices=AuditEvent.choices)
     code = models.CharField(max_length=40, blank=True)
     detail = models.JSONField(default=dict, blank=True)
     at = models.DateTimeField(auto_now_add=True)

@@ -52,6 +52,17 @@ def approvals_pending_count(*, approver: User) -> int:
     )
 
 
+def approvals_stale() -> list[ApprovalRequest]:
+    """Approved actions that drifted or expired and wait for a fresh approval."""
+    fresh = ApprovalRequest.objects.filter(status=RequestStatus.PENDING).values("action_ref")
+    return list(
+        ApprovalRequest.objects.filter(status=RequestStatus.STALE)
+        .exclude(action_ref__in=fresh)
+        .select_related("requester", "record", "record__approver")
+        .order_by("-decided_at")
+    )
+
+
 def approvals_decided(*, limit: int = 50) -> list[ApprovalRequest]:
     return list(
         ApprovalRequest.objects.exclude(status=RequestStatus.PENDING)

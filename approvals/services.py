@@ -26,7 +26,7 @@ from approvals.models import (
     NonceUse,
     RequestStatus,
 )
-from approvals.signals import approval_settled
+from approvals.signals import approval_refresh_requested, approval_settled
 
 MAX_REASON = 500
 
@@ -194,7 +194,38 @@ def approval_verify_and_consume(*, action_ref: str, binding_now: dict[str, Any])
         request=request,
         code=result.code,
     )
+    if result.code in STALE_CODES:
+        ApprovalRequest.objects.filter(pk=request.pk).update(status=RequestStatus.STALE)
+        inbox_poke()
     return result
+
+
+# An approval that was genuine but no longer fits: the action waits for a fresh one.
+STALE_CODES = frozenset({"approval_drifted", "approval_expired"})
+
+
+def approval_refresh(*, request_id: Any, approver: User) -> Result:
+    """Ask for a fresh approval of a stale request's exact intent, against the current state."""
+    with transaction.atomic():
+        request = ApprovalRequest.objects.select_for_update().filter(pk=request_id).first()
+        if request is None:
+            return Result(False, "not_found", "There is no such approval request.")
+        if Role.APPROVER not in user_roles(user=approver):
+            _audit(AuditEvent.REFUSED, request=request, actor=approver, code="not_an_approver")
+            return Result(False, "not_an_approver", "Only approvers decide approval requests.")
+        if (
+            request.status != RequestStatus.STALE
+            or ApprovalRequest.objects.filter(
+                action_ref=request.action_ref, status=RequestStatus.PENDING
+            ).exists()
+        ):
+            _audit(AuditEvent.REFUSED, request=request, actor=approver, code="not_stale")
+            return Result(False, "not_stale", "This request does not need a fresh approval.")
+        _audit(AuditEvent.REFRESH_REQUESTED, request=request, actor=approver)
+        transaction.on_commit(
+            lambda: approval_refresh_requested.send(sender=ApprovalRequest, request=request)
+        )
+    return Result(True)
 
 
 def _check(record: ApprovalRecord, binding_now: dict[str, Any]) -> Result:
@@ -226,8 +257,9 @@ def _check(record: ApprovalRecord, binding_now: dict[str, Any]) -> Result:
 @transaction.atomic
 def approval_close(*, action_ref: str, status: RequestStatus, actor: User | None = None) -> None:
     """End an action's pending request (expired, or withdrawn because the run ended)."""
+    open_statuses = [RequestStatus.PENDING, RequestStatus.STALE]
     for request in ApprovalRequest.objects.select_for_update().filter(
-        action_ref=action_ref, status=RequestStatus.PENDING
+        action_ref=action_ref, status__in=open_statuses
     ):
         request.status = status
         request.decided_at = timezone.now()

@@ -8,3 +8,7 @@ from __future__ import annotations
 from django.dispatch import Signal
 
 approval_settled = Signal()
+
+# Sent after commit with ``request`` (a stale request) when an approver asks to decide the same
+# intent again against the current state: the runtime opens a fresh request with a new binding.
+approval_refresh_requested = Signal()

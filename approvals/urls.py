@@ -8,4 +8,5 @@ app_name = "approvals"
 urlpatterns = [
     path("approvals/", views.inbox, name="inbox"),
     path("approvals/<uuid:request_id>/decide/", views.decide, name="decide"),
+    path("approvals/<uuid:request_id>/refresh/", views.refresh, name="refresh"),
 ]

@@ -37,12 +37,25 @@ def inbox(request: AuthedRequest) -> HttpResponse:
         return _forbidden(request)
     context: dict[str, Any] = {
         "pending": selectors.approvals_pending(approver=request.user),
+        "stale": selectors.approvals_stale(),
         "decided": selectors.approvals_decided(limit=50),
     }
     swap = bool(request.htmx) and not request.htmx.history_restore_request
     return render(
         request, "approvals/inbox.html#pending" if swap else "approvals/inbox.html", context
     )
+
+
+@require_POST
+@login_required
+def refresh(request: AuthedRequest, request_id: str) -> HttpResponse:
+    """Ask for a fresh approval of a frozen action's exact intent."""
+    result = services.approval_refresh(request_id=request_id, approver=request.user)
+    if result.ok:
+        messages.success(request, gettext("A fresh approval was requested."))
+    else:
+        messages.error(request, result.message)
+    return redirect("approvals:inbox")
 
 
 @require_POST

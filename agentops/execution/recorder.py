@@ -66,6 +66,7 @@ from agentops.runtime.timing import (
 from agentops.runtime.transitions import action_move, run_move
 from agentops.runtime.verifier import action_context
 from agentops.trace import trace_append
+from approvals.services import STALE_CODES
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,19 @@ def begin_locked(run: AgentRun, action: Action, *, recheck: bool = True) -> Star
     ctx = action_context(run, action)
     refusal = _precheck(run, action, spec, ctx, args) if recheck else None
     now = timezone.now()
+    if refusal is not None and refusal.code in STALE_CODES:
+        # A genuine approval that no longer fits: kept as evidence, the action frozen until a
+        # fresh approval of the same intent against the current state.
+        action_move(action, ActionStatus.WAITING_APPROVAL, task_id="")
+        trace_append(
+            run=run,
+            kind=EventKind.APPROVAL_FROZEN,
+            action=action,
+            payload={"code": refusal.code, "message": refusal.message},
+        )
+        if run.status == RunStatus.RUNNING:
+            run_move(run, RunStatus.WAITING_APPROVAL, payload={"turn": action.turn})
+        return None
     if refusal is not None:
         action_move(action, ActionStatus.REJECTED, result=refusal.envelope(), finished_at=now)
         trace_append(

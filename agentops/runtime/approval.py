@@ -21,7 +21,7 @@ from agentops import exports
 from agentops.contract import Reason, ToolError, ToolSpec, canonical_json
 from agentops.idempotency import request_digest
 from agentops.models import Action, ActionStatus, AgentRun, EventKind
-from agentops.runtime.queue import enqueue_approval_settled
+from agentops.runtime.queue import enqueue_approval_refresh, enqueue_approval_settled
 from agentops.trace import trace_append
 from approvals import services as approvals
 from approvals.models import RequestStatus
@@ -107,6 +107,12 @@ def verify_before_execution(
         result.message,
         "A fresh approval of the exact intent is needed.",
     )
+
+
+def on_refresh(sender: Any, request: Any, **kwargs: Any) -> None:
+    """approvals' signal: an approver asked to decide a frozen action again."""
+    with transaction.atomic():
+        enqueue_approval_refresh(request.action_ref)
 
 
 def withdraw_pending(run: AgentRun) -> None:

@@ -20,6 +20,7 @@ STEP = "agentops.tasks.run_step_task"
 EXECUTE = "agentops.tasks.execute_action_task"
 RECONCILE = "agentops.tasks.reconcile_action_task"
 APPROVAL_SETTLED = "agentops.tasks.approval_settled_task"
+APPROVAL_REFRESH = "agentops.tasks.approval_refresh_task"
 
 
 def _task(name: str) -> Any:
@@ -61,6 +62,10 @@ def enqueue_action(action_id: Any, countdown: float = 0) -> None:
 
 def enqueue_approval_settled(action_id: Any) -> None:
     _send(APPROVAL_SETTLED, [str(action_id)])
+
+
+def enqueue_approval_refresh(action_id: Any) -> None:
+    _send(APPROVAL_REFRESH, [str(action_id)])
 
 
 def enqueue_reconcile(action_id: Any) -> None:

@@ -41,7 +41,7 @@ from agentops.models import (
 )
 from agentops.planners import planner_for
 from agentops.planners.context import build_context
-from agentops.runtime import verifier
+from agentops.runtime import approval, verifier
 from agentops.runtime.locks import lock_action, lock_run
 from agentops.runtime.proposals import call_digest, proposal_record
 from agentops.runtime.queue import (
@@ -438,3 +438,18 @@ def action_approval_settled(action_id: Any) -> None:
                     _finish_direct(run, action)
             else:
                 advance_locked(run, action.turn)
+
+
+def action_approval_refresh(action_id: Any) -> None:
+    """A frozen action gets a fresh approval request: the same intent, bound to the current
+    state. Safe to call twice (the one pending request per action stays one)."""
+    with transaction.atomic():
+        locked = lock_action(action_id)
+        if locked is None:
+            return
+        run, action = locked
+        if action.status != ActionStatus.WAITING_APPROVAL or run.is_terminal:
+            return
+        spec = registry.get(action.tool)
+        args = spec.input_model.model_validate_json(canonical_json(action.params))
+        approval.request_open(run, action, spec, args)

@@ -49,7 +49,12 @@ ACTION_MOVES: dict[ActionStatus | None, frozenset[ActionStatus]] = {
         {ActionStatus.QUEUED, ActionStatus.REJECTED, ActionStatus.CANCELLED}
     ),
     ActionStatus.QUEUED: frozenset(
-        {ActionStatus.RUNNING, ActionStatus.REJECTED, ActionStatus.CANCELLED}
+        {
+            ActionStatus.RUNNING,
+            ActionStatus.REJECTED,
+            ActionStatus.CANCELLED,
+            ActionStatus.WAITING_APPROVAL,  # its approval drifted or expired: frozen
+        }
     ),
     ActionStatus.RUNNING: frozenset(
         {

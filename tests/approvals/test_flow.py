@@ -112,7 +112,9 @@ def test_nobody_deciding_in_time_fails_the_run_and_a_late_approval_is_refused(
     assert not ApprovalRecord.objects.exists()
 
 
-def test_an_approval_after_the_room_changed_does_not_execute(worker, e17, e23, approver):
+def test_an_approval_after_the_room_changed_freezes_until_a_fresh_approval(
+    worker, e17, e23, approver
+):
     run, request = waiting_run(e17)
     other_start, other_end = slot(days=4, hour=9)
     booking_reserve(  # another slot of R16 changes its schedule version
@@ -124,14 +126,38 @@ def test_an_approval_after_the_room_changed_does_not_execute(worker, e17, e23, a
         idempotency_key="other",
     )
     assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
-    run = wait_for_run(run.pk)
-    assert run.status == "failed"
+    wait_until(
+        lambda: ApprovalRequest.objects.get(pk=request.pk).status == "stale",
+        message="the drifted approval to go stale",
+    )
+    run.refresh_from_db()
     action = Action.objects.get(pk=request.action_ref)
-    assert (action.status, action.result["code"]) == ("rejected", "approval_drifted")
-    assert "environment_version" in action.result["message"]
+    assert run.status == action.status == "waiting_approval"  # frozen, not executed
+    assert run.events.filter(kind="approval_frozen").exists()
     assert list(Booking.objects.values_list("requester__username", flat=True)) == ["e23"]
     assert ApprovalAudit.objects.filter(request=request, event="not_valid").exists()
     assert not NonceUse.objects.exists()
+    assert ApprovalRecord.objects.filter(request=request).exists()  # kept as evidence
+
+    # Only a fresh approval of the same intent, bound to the current state, un-freezes it.
+    from approvals.services import approval_refresh
+
+    assert approval_refresh(request_id=request.pk, approver=approver).ok
+    fresh = wait_until(
+        lambda: (
+            ApprovalRequest.objects.filter(action_ref=request.action_ref, status="pending")
+            .exclude(pk=request.pk)
+            .first()
+        ),
+        message="a fresh request",
+    )
+    assert fresh.binding["intent_digest"] == request.binding["intent_digest"]
+    assert fresh.binding["environment_version"] == request.binding["environment_version"] + 1
+    assert approval_decide(request_id=fresh.pk, approver=approver, approve=True, reason="ok").ok
+    run = wait_for_run(run.pk)
+    assert run.status == "succeeded", (run.outcome, run.reply)
+    assert Booking.objects.filter(requester=e17, room__code="R16").count() == 1
+    assert NonceUse.objects.get().nonce == fresh.record.nonce
 
 
 @pytest.mark.parametrize("who", ["self", "employee"])

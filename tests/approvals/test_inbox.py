@@ -125,3 +125,21 @@ def test_a_decision_made_in_place_asks_the_list_to_re_read(e17, approver):
     assert "Rejected." in response.text
     request.refresh_from_db()
     assert request.status == "rejected"
+
+
+def test_a_stale_request_is_offered_for_a_fresh_approval_to_approvers_only(e17, e23, approver):
+    from approvals.models import ApprovalAudit, RequestStatus
+
+    request = open_request(e17)
+    ApprovalRequest.objects.filter(pk=request.pk).update(status=RequestStatus.STALE)
+    client = Client()
+    client.force_login(approver)
+    page = client.get("/approvals/")
+    assert f'data-stale="{request.pk}"' in page.text
+    employee = Client()
+    employee.force_login(e23)
+    employee.post(f"/approvals/{request.pk}/refresh/")
+    assert ApprovalAudit.objects.filter(event="refused", actor=e23).exists()
+    assert not ApprovalAudit.objects.filter(event="refresh_requested").exists()
+    assert client.post(f"/approvals/{request.pk}/refresh/").status_code == 302
+    assert ApprovalAudit.objects.filter(event="refresh_requested", actor=approver).exists()
