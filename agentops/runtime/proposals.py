@@ -83,6 +83,7 @@ def proposal_record(
             "check": verdict.check.value,
             "risk": action.risk,
             "risk_reasons": action.risk_reasons,
+            "policy_version": run.policy_version,
             "idempotency_key": action.idempotency_key,
             **({"refusal": action.result} if action.result else {}),
         },

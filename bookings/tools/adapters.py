@@ -3,6 +3,7 @@ still hold, how to undo it, how risky a call is, and how to tell the person."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from agentops.contract import (
@@ -90,6 +91,11 @@ def reserve_environment_version(args: ReserveRoomInput) -> int | None:
     return selectors.room_schedule_version(code=args.room_id)
 
 
+# The booking policy's rules, each with its reason; the runtime records its policy version.
+LONG_BOOKING_HOURS = 4
+LONG_BOOKING = timedelta(hours=LONG_BOOKING_HOURS)
+
+
 def reserve_risk(ctx: CallContext, args: ReserveRoomInput) -> Risk:
     facts = selectors.room_policy_facts(code=args.room_id)
     reasons = []
@@ -100,6 +106,9 @@ def reserve_risk(ctx: CallContext, args: ReserveRoomInput) -> Risk:
         dept = getattr(ctx.user, "department", "")
         if dept and department != dept:
             reasons.append(f"{args.room_id} belongs to {department}, not {dept}")
+    if args.end_at - args.start_at > LONG_BOOKING:
+        hours = (args.end_at - args.start_at).total_seconds() / 3600
+        reasons.append(f"a booking of {hours:g} hours, longer than {LONG_BOOKING_HOURS}")
     return Risk(SideEffect.HIGH if reasons else SideEffect.MEDIUM, tuple(reasons))
 
 

@@ -352,3 +352,21 @@ def test_a_scope_cannot_widen_a_read_only_request_into_writes(worker, e17):
     (action,) = run.actions.all()
     assert_refused(action, "out_of_scope", "tool_not_delegated")
     assert Booking.objects.count() == 0
+
+
+def test_a_booking_longer_than_four_hours_needs_approval(worker, e17):
+    start = START.replace(hour=9)
+    end = start.replace(hour=14)
+    request = f"book R7 on {start:%Y-%m-%d} 09:00-14:00 for 3 people with a projector"
+    run = scripted(
+        e17,
+        [reserve("R7", start=start, end=end)],
+        request_text=request,
+        scope={},
+        statuses=("waiting_approval", *TERMINAL),
+    )
+    (action,) = run.actions.all()
+    assert (run.status, action.risk) == ("waiting_approval", "HIGH")
+    assert "a booking of 5 hours, longer than 4" in action.risk_reasons
+    assert gate_event(action).payload["policy_version"] == run.policy_version
+    assert Booking.objects.count() == 0
