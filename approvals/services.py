@@ -254,19 +254,22 @@ def _check(record: ApprovalRecord, binding_now: dict[str, Any]) -> Result:
     return Result(True)
 
 
+def _close(request: ApprovalRequest, status: RequestStatus, actor: User | None) -> None:
+    request.status = status
+    request.decided_at = timezone.now()
+    request.save(update_fields=["status", "decided_at"])
+    event = AuditEvent.EXPIRED if status == RequestStatus.EXPIRED else AuditEvent.WITHDRAWN
+    _audit(event, request=request, actor=actor)
+    _announce(request)
+
+
 @transaction.atomic
 def approval_close(*, action_ref: str, status: RequestStatus, actor: User | None = None) -> None:
-    """End an action's pending request (expired, or withdrawn because the run ended)."""
-    open_statuses = [RequestStatus.PENDING, RequestStatus.STALE]
+    """End an action's open requests (withdrawn because the run ended, or by the requester)."""
     for request in ApprovalRequest.objects.select_for_update().filter(
-        action_ref=action_ref, status__in=open_statuses
+        action_ref=action_ref, status__in=[RequestStatus.PENDING, RequestStatus.STALE]
     ):
-        request.status = status
-        request.decided_at = timezone.now()
-        request.save(update_fields=["status", "decided_at"])
-        event = AuditEvent.EXPIRED if status == RequestStatus.EXPIRED else AuditEvent.WITHDRAWN
-        _audit(event, request=request, actor=actor)
-        _announce(request)
+        _close(request, status, actor)
 
 
 def approval_withdraw(*, request_id: Any, user: User) -> Result:
@@ -284,10 +287,24 @@ def approval_withdraw(*, request_id: Any, user: User) -> Result:
 
 
 def approvals_expire_due(*, now: datetime | None = None) -> int:
-    """Expire every pending request past its deadline (the sweeper calls this)."""
+    """Expire every pending request past its deadline, and every stale one nobody refreshed
+    in time (the sweeper calls this): the runtime then ends what waited on them."""
     now = now or timezone.now()
-    due = ApprovalRequest.objects.filter(status=RequestStatus.PENDING, deadline__lte=now)
-    refs = list(due.values_list("action_ref", flat=True))
-    for ref in refs:
-        approval_close(action_ref=ref, status=RequestStatus.EXPIRED)
-    return len(refs)
+    open_statuses = [RequestStatus.PENDING, RequestStatus.STALE]
+    due = list(
+        ApprovalRequest.objects.filter(status__in=open_statuses, deadline__lte=now).values_list(
+            "pk", flat=True
+        )
+    )
+    expired = 0
+    for request_id in due:
+        with transaction.atomic():
+            request = (
+                ApprovalRequest.objects.select_for_update()
+                .filter(pk=request_id, status__in=open_statuses, deadline__lte=now)
+                .first()
+            )
+            if request is not None:
+                _close(request, RequestStatus.EXPIRED, None)
+                expired += 1
+    return expired

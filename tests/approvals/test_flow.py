@@ -331,3 +331,27 @@ def test_the_requester_withdraws_a_waiting_request_and_the_run_is_cancelled(
     assert Booking.objects.count() == 0
     assert ApprovalAudit.objects.filter(event="refused", actor=e23).exists()
     assert ApprovalAudit.objects.filter(event="withdrawn", actor=e17).exists()
+
+
+def test_a_frozen_action_nobody_refreshes_expires_and_ends_the_run(worker, e17, e23, approver):
+    run, request = waiting_run(e17)
+    other_start, other_end = slot(days=4, hour=9)
+    booking_reserve(
+        user=e23,
+        room_code="R16",
+        start_at=other_start,
+        end_at=other_end,
+        attendees=2,
+        idempotency_key="other",
+    )
+    assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
+    wait_until(
+        lambda: ApprovalRequest.objects.get(pk=request.pk).status == "stale", message="stale"
+    )
+    ApprovalRequest.objects.filter(pk=request.pk).update(
+        deadline=timezone.now() - timedelta(seconds=1)
+    )
+    assert sweeper.sweep()["expired_approvals"] == 1
+    run = wait_for_run(run.pk)
+    assert (run.status, run.outcome) == ("failed", "approval_expired")
+    assert list(Booking.objects.values_list("requester__username", flat=True)) == ["e23"]
