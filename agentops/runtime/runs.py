@@ -367,6 +367,17 @@ def _finish_direct(run: AgentRun, action: Action, outcome: RunOutcome | None = N
     run_move(run, RunStatus.SUCCEEDED if ok else RunStatus.FAILED, outcome=outcome, reply="")
 
 
+def _lock_waiting(action_id: Any) -> tuple[AgentRun, Action] | None:
+    """The run and action, locked, if the action still waits for an approval in a live run."""
+    locked = lock_action(action_id)
+    if locked is None:
+        return None
+    run, action = locked
+    if action.status != ActionStatus.WAITING_APPROVAL or run.is_terminal:
+        return None
+    return run, action
+
+
 def action_approval_settled(action_id: Any) -> None:
     """A human decided (or nobody did in time): the waiting action runs, is refused, or the run
     ends. Safe to call twice."""
@@ -374,12 +385,10 @@ def action_approval_settled(action_id: Any) -> None:
     if request is None:
         return
     with transaction.atomic():
-        locked = lock_action(action_id)
+        locked = _lock_waiting(action_id)
         if locked is None:
             return
         run, action = locked
-        if action.status != ActionStatus.WAITING_APPROVAL or run.is_terminal:
-            return
         record = getattr(request, "record", None)
         trace_append(
             run=run,
@@ -444,12 +453,10 @@ def action_approval_refresh(action_id: Any) -> None:
     """A frozen action gets a fresh approval request: the same intent, bound to the current
     state. Safe to call twice (the one pending request per action stays one)."""
     with transaction.atomic():
-        locked = lock_action(action_id)
+        locked = _lock_waiting(action_id)
         if locked is None:
             return
         run, action = locked
-        if action.status != ActionStatus.WAITING_APPROVAL or run.is_terminal:
-            return
         spec = registry.get(action.tool)
         args = spec.input_model.model_validate_json(canonical_json(action.params))
         approval.request_open(run, action, spec, args)

@@ -27,6 +27,19 @@ START, END = slot(days=3, hour=14)
 REQUEST = f"book R16 on {START:%Y-%m-%d} 14:00-15:00 for 3 people"
 
 
+def change_r16(user) -> None:
+    """Another slot of R16 is booked: the room's schedule version moves on."""
+    other_start, other_end = slot(days=4, hour=9)
+    booking_reserve(
+        user=user,
+        room_code="R16",
+        start_at=other_start,
+        end_at=other_end,
+        attendees=2,
+        idempotency_key="other",
+    )
+
+
 def r16_arguments() -> dict:
     return {
         "room_id": "R16",
@@ -116,15 +129,7 @@ def test_an_approval_after_the_room_changed_freezes_until_a_fresh_approval(
     worker, e17, e23, approver
 ):
     run, request = waiting_run(e17)
-    other_start, other_end = slot(days=4, hour=9)
-    booking_reserve(  # another slot of R16 changes its schedule version
-        user=e23,
-        room_code="R16",
-        start_at=other_start,
-        end_at=other_end,
-        attendees=2,
-        idempotency_key="other",
-    )
+    change_r16(e23)
     assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
     wait_until(
         lambda: ApprovalRequest.objects.get(pk=request.pk).status == "stale",
@@ -335,15 +340,7 @@ def test_the_requester_withdraws_a_waiting_request_and_the_run_is_cancelled(
 
 def test_a_frozen_action_nobody_refreshes_expires_and_ends_the_run(worker, e17, e23, approver):
     run, request = waiting_run(e17)
-    other_start, other_end = slot(days=4, hour=9)
-    booking_reserve(
-        user=e23,
-        room_code="R16",
-        start_at=other_start,
-        end_at=other_end,
-        attendees=2,
-        idempotency_key="other",
-    )
+    change_r16(e23)
     assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
     wait_until(
         lambda: ApprovalRequest.objects.get(pk=request.pk).status == "stale", message="stale"
