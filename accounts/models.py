@@ -24,6 +24,7 @@ class Role(models.TextChoices):
 
     EMPLOYEE = "employees"
     APPROVER = "approvers"
+    OPERATOR = "operators"
     ADMIN = "admins"
 
 
@@ -61,3 +62,50 @@ class ApiToken(models.Model):
     @staticmethod
     def generate() -> str:
         return "ak_" + secrets.token_urlsafe(32)
+
+
+class AuditAction(models.TextChoices):
+    """What a human did. Tool calls are audited by the runtime's own rows (actions, trace); this
+    log holds the decisions people take around them."""
+
+    APPROVAL_APPROVED = "approval.approved", gettext_lazy("Approved an action")
+    APPROVAL_REJECTED = "approval.rejected", gettext_lazy("Rejected an action")
+    APPROVAL_REFRESHED = "approval.refreshed", gettext_lazy("Asked for a fresh approval")
+    APPROVAL_WITHDRAWN = "approval.withdrawn", gettext_lazy("Withdrew an approval request")
+    RECONCILE_ACCEPTED = "reconcile.accepted", gettext_lazy("Accepted a found receipt")
+    RECONCILE_RETRIED = "reconcile.retried", gettext_lazy("Retried with the same key")
+    RECONCILE_ABANDONED = "reconcile.abandoned", gettext_lazy("Abandoned an unclear write")
+    ROLLBACK_RESOLVED = "rollback.resolved", gettext_lazy("Resolved a pending rollback")
+    BOOKING_CANCELLED = "booking.cancelled", gettext_lazy("Cancelled a booking as an admin")
+    TOKEN_ISSUED = "token.issued", gettext_lazy("Issued an API token")
+    TOKEN_REVOKED = "token.revoked", gettext_lazy("Revoked an API token")
+    ADMIN_CHANGED = "admin.changed", gettext_lazy("Changed a record in the admin")
+    DRILL_RUN = "drill.run", gettext_lazy("Ran the drills")
+
+
+class AuditEntry(models.Model):
+    """One human action, append-only. Written by `services.audit_record` in the same
+    transaction as the change it describes.
+
+    ``target`` names what was acted on as ``"<kind>:<id>"`` (``"booking:B204"``,
+    ``"action:<uuid>"``, ``"token:ak_x1y2"``); ``run_id`` links it to an agent run when there is
+    one. ``detail`` is a small JSON object (reason, note, before/after); free text in it is
+    personal data and is redacted by exports unless asked for.
+    """
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="audit_entries"
+    )
+    action = models.CharField(max_length=32, choices=AuditAction.choices)
+    target = models.CharField(max_length=120)
+    run_id = models.UUIDField(null=True, blank=True, db_index=True)
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["actor", "-at"]), models.Index(fields=["action", "-at"])]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.target}"

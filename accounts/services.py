@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.models import ApiToken, User
+from accounts.models import ApiToken, AuditAction, AuditEntry, User
 
 
 @transaction.atomic
@@ -36,3 +38,21 @@ def token_authenticate(*, raw: str) -> User | None:
     if token.last_used_at is None or now - token.last_used_at >= LAST_USED_PRECISION:
         ApiToken.objects.filter(pk=token.pk).update(last_used_at=now)
     return token.user
+
+
+def audit_record(
+    *,
+    actor: User,
+    action: AuditAction,
+    target: str,
+    run_id: uuid.UUID | str | None = None,
+    detail: dict[str, Any] | None = None,
+) -> AuditEntry:
+    """Append one row to the audit log of human actions.
+
+    Call it inside the transaction of the change it describes, so the change and its audit row
+    commit or roll back together. ``detail`` must be JSON that PostgreSQL's jsonb accepts.
+    """
+    return AuditEntry.objects.create(
+        actor=actor, action=action, target=target[:120], run_id=run_id, detail=detail or {}
+    )
