@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.contrib.auth.models import Group
 from django.db import connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, Value
 from django.utils import timezone
 
 from accounts.models import Role, User
@@ -36,9 +37,13 @@ def room_search(
     end_at: datetime,
     attendees: int,
     equipment: Sequence[str] = (),
+    user: User | None = None,
 ) -> list[RoomAvailability]:
     """Rooms that fit ``attendees`` and ``equipment`` and are free for the whole window,
-    smallest first. Each carries the schedule version read in the same statement."""
+    smallest first. Each carries the schedule version read in the same statement.
+
+    Sandbox rooms only for a drill identity (role ``sandbox``), and only them: decided in the
+    same statement, so a normal search never shows a drill room and a drill never a real one."""
     now = timezone.now()
     rules.check_window(start_at, end_at, now=now)
     rules.check_attendees(attendees)
@@ -48,8 +53,14 @@ def room_search(
         status=BookingStatus.CONFIRMED,
         during__overlap=DateTimeTZRange(start_at, end_at, "[)"),
     )
+    in_sandbox = (
+        Exists(Group.objects.filter(user__pk=user.pk, name=Role.SANDBOX))
+        if user is not None
+        else Value(False)
+    )
     rooms = (
         Room.objects.filter(bookable=True, capacity__gte=attendees, equipment__contains=wanted)
+        .filter(sandbox=in_sandbox)
         .filter(~Exists(taken))
         .order_by("capacity", "code")
     )

@@ -70,6 +70,7 @@ def find_available_rooms(ctx: CallContext, args: FindAvailableRoomsInput) -> dic
         end_at=args.end_at,
         attendees=args.attendees,
         equipment=args.equipment,
+        user=ctx.user,
     )
     observed_at = found[0].observed_at if found else datetime.now().astimezone()
     rooms = [
