@@ -4,6 +4,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy
 
 
 class RunStatus(models.TextChoices):
@@ -260,10 +261,10 @@ class IdempotencyRecord(models.Model):
 
 
 class DrillStatus(models.TextChoices):
-    QUEUED = "queued"
-    RUNNING = "running"
-    PASSED = "passed"
-    FAILED = "failed"
+    QUEUED = "queued", gettext_lazy("Queued")
+    RUNNING = "running", gettext_lazy("Running")
+    PASSED = "passed", gettext_lazy("Passed")
+    FAILED = "failed", gettext_lazy("Failed")
 
 
 class DrillRun(models.Model):

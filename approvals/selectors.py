@@ -73,3 +73,14 @@ def approvals_decided(*, limit: int = 50) -> list[ApprovalRequest]:
 
 def approval_audit_for(*, request_id: Any) -> list[ApprovalAudit]:
     return list(ApprovalAudit.objects.filter(request_id=request_id).select_related("actor"))
+
+
+def approval_requests_for_run(*, run_ref: str) -> list[ApprovalRequest]:
+    """Every approval request of one run (by the runtime's run reference), oldest first, with
+    its signed record, approver and audit trail."""
+    return list(
+        ApprovalRequest.objects.filter(run_ref=run_ref)
+        .select_related("requester", "record", "record__approver")
+        .prefetch_related("audit__actor")
+        .order_by("created_at")
+    )

@@ -21,6 +21,7 @@ EXECUTE = "agentops.tasks.execute_action_task"
 RECONCILE = "agentops.tasks.reconcile_action_task"
 APPROVAL_SETTLED = "agentops.tasks.approval_settled_task"
 APPROVAL_REFRESH = "agentops.tasks.approval_refresh_task"
+DRILL = "agentops.tasks.drill_run_task"
 
 
 def _task(name: str) -> Any:
@@ -70,3 +71,7 @@ def enqueue_approval_refresh(action_id: Any) -> None:
 
 def enqueue_reconcile(action_id: Any) -> None:
     _send(RECONCILE, [str(action_id)])
+
+
+def enqueue_drill(drill_id: Any) -> None:
+    _send(DRILL, [str(drill_id)])
