@@ -125,3 +125,21 @@ def test_sandbox_rooms_are_invisible_to_normal_searches_and_drill_users_see_only
     assert normal == as_e17 and "R7" in normal and not normal & {"R9007", "R9009"}
     assert drill == {"R9007", "R9009"}
     assert not drill_user.has_usable_password()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("who", "room"), [("e17", "R9007"), ("drill", "R7")])
+def test_nobody_books_across_the_sandbox_line(e17, who, room):
+    from bookings.drills import REQUESTER, SANDBOX
+    from bookings.errors import BookingError
+
+    SANDBOX.prepare()
+    user = e17 if who == "e17" else User.objects.get(username=REQUESTER)
+    versions = dict(Room.objects.values_list("code", "schedule_version"))
+    start, end = slot(days=3)
+    with pytest.raises(BookingError, match="no room"):
+        booking_reserve(
+            user=user, room_code=room, start_at=start, end_at=end, attendees=2, idempotency_key="x"
+        )
+    assert not Booking.objects.exists()
+    assert dict(Room.objects.values_list("code", "schedule_version")) == versions
