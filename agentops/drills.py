@@ -21,6 +21,7 @@ from django.utils import timezone
 from accounts.models import AuditAction, User
 from accounts.services import audit_record
 from agentops import registry
+from agentops.auditlog import parse_uuid
 from agentops.contract import Drill, DrillCall, DrillOutcome, DrillRunPlan
 from agentops.execution.invoke import release_key
 from agentops.models import (
@@ -201,7 +202,5 @@ def drill_latest() -> DrillRun | None:
 
 
 def drill_get(*, drill_id: str) -> DrillRun | None:
-    from agentops.auditlog import parse_uuid
-
     pk = parse_uuid(drill_id)
     return DrillRun.objects.select_related("started_by").filter(pk=pk).first() if pk else None

@@ -199,3 +199,41 @@ def test_an_export_streams_in_chunks_past_one_batch(client, admin_user, e17):
     client.force_login(admin_user)
     response = client.post(EXPORT, {"export_format": "jsonl", "kind": "tool"})
     assert len(_body(response).splitlines()) == 1200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_under_asgi_an_export_streams_piece_by_piece(admin_user, e17):
+    """Django reads a sync iterator whole before sending it under ASGI; the export gives it an
+    async one, so the pieces leave as they are made."""
+    import asyncio
+    import warnings
+
+    from django.test import AsyncClient
+
+    run = run_create(e17)
+    Action.objects.bulk_create(
+        [
+            Action(
+                run=run,
+                turn=1,
+                call_index=i,
+                tool="find_available_rooms",
+                params={},
+                params_digest="d",
+                status="succeeded",
+            )
+            for i in range(700)
+        ]
+    )
+
+    async def export() -> list[bytes]:
+        client = AsyncClient()
+        await client.aforce_login(admin_user)
+        response = await client.post(EXPORT, {"export_format": "csv"})
+        return [piece async for piece in response.streaming_content]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pieces = asyncio.run(export())
+    assert len(pieces) > 2
+    assert b"".join(pieces).decode().count("find_available_rooms") == 700
