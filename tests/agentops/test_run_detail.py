@@ -98,3 +98,25 @@ def test_my_bookings_links_a_booking_to_the_run_that_created_it(client, e17, roo
     html = client.get(reverse("bookings:mine")).content.decode()
     assert html.count("created by run") == 1
     assert reverse("ops:run", args=[run.pk]) in html
+
+
+@pytest.mark.django_db
+def test_a_trace_with_a_gap_or_no_terminal_event_does_not_reconstruct(client, admin_user, e17):
+    from agentops.models import EventKind, TraceEvent
+    from agentops.runstory import trace_problems
+    from agentops.trace import trace_append
+    from tests.agentops.audit_factories import action_create
+
+    run = run_create(e17)
+    action_create(run)
+    assert trace_problems(run=run) == ["does not end in run_finished"]
+    trace_append(run=run, kind=EventKind.RUN_FINISHED, payload={"status": "succeeded"})
+    assert trace_problems(run=run) == []
+
+    TraceEvent.objects.filter(run=run, seq=2).delete()
+    problems = trace_problems(run=run)
+    assert problems[0] == "sequence has gaps or repeats: [1, 3]"
+    assert any("has no gate decision first" in p for p in problems)
+    client.force_login(admin_user)
+    html = client.get(reverse("ops:run", args=[run.pk])).content.decode()
+    assert 'data-ok="false"' in html and "sequence has gaps" in html
