@@ -24,9 +24,9 @@ from accounts.services import audit_record
 from agentops import registry
 from agentops.contract import Reason, ReceiptLookup, ReceiptStatus, failure, success
 from agentops.idempotency import idempotency_complete, idempotency_release
-from agentops.models import Action, ActionStatus, AgentRun, EventKind, RunOutcome
+from agentops.models import Action, ActionStatus, AgentRun, EventKind, RunOutcome, RunStatus
 from agentops.runtime.locks import lock_action
-from agentops.runtime.queue import enqueue_action
+from agentops.runtime.queue import enqueue_action, enqueue_reconcile_resume
 from agentops.runtime.runs import action_settled
 from agentops.runtime.timing import MAX_RECONCILE_RETRIES, OPERATOR_DECISION_WINDOW
 from agentops.runtime.transitions import action_move
@@ -62,7 +62,6 @@ def _accept(run: AgentRun, action: Action, lookup: ReceiptLookup) -> None:
     envelope = success(lookup.receipt)
     action_move(action, ActionStatus.SUCCEEDED, result=envelope)
     idempotency_complete(key=action.idempotency_key, response=envelope)
-    action_settled(run, action)
 
 
 def _retry(run: AgentRun, action: Action) -> None:
@@ -95,6 +94,7 @@ def action_reconcile(action_id: Any) -> None:
         )
         if lookup.status == ReceiptStatus.FOUND:
             _accept(run, action, lookup)
+            action_settled(run, action)
         elif (
             lookup.status == ReceiptStatus.ABSENT
             and action.attempts <= MAX_RECONCILE_RETRIES
@@ -194,11 +194,24 @@ def action_reconcile_decide(
         _record_decision(run, action, operator, decision, lookup)
         if decision == Decision.ACCEPT:
             _accept(run, action, lookup)
+            enqueue_reconcile_resume(action.pk)  # the next step is a worker's, not this request's
         elif decision == Decision.RETRY:
             _retry(run, action)
         else:
             _abandon(run, action)
     return DecisionResult(True, decision.value, _done_message(decision), lookup)
+
+
+def action_reconcile_resume(action_id: Any) -> None:
+    """After an operator accepted a receipt: the run goes on from it (next step, or the end of a
+    direct call). Safe to call twice: only a run still reconciling moves."""
+    with transaction.atomic():
+        locked = lock_action(action_id)
+        if locked is None:
+            return
+        run, action = locked
+        if action.status == ActionStatus.SUCCEEDED and run.status == RunStatus.RECONCILING:
+            action_settled(run, action)
 
 
 def _record_decision(
