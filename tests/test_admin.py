@@ -91,13 +91,16 @@ def test_every_admin_list_add_and_change_page_opens(everything, admin_user, admi
         pages = [changelist, _admin_url(model, "change", obj.pk)]
         if model_admin.search_fields:  # odd searches are answered, not 500s
             pages += [f"{changelist}?q=B1%27%22", f"{changelist}?q=a%00b"]
+        pages.append(_admin_url(model, "history", obj.pk))
         if model_admin.has_add_permission(request):
             pages.append(_admin_url(model, "add"))
+        if model_admin.has_delete_permission(request, obj):
+            pages.append(_admin_url(model, "delete", obj.pk))
         for url in pages:
             response = admin_client.get(url)
             assert response.status_code == 200, (url, response.status_code)
             opened.append(url)
-    assert len(opened) >= 2 * 13
+    assert len(opened) >= 3 * 13
 
 
 @pytest.mark.parametrize(

@@ -171,6 +171,45 @@ def test_abandoning_ends_the_run_saying_nothing_was_booked(worker, e17, operator
     assert kinds[-2:] == ["reconcile_decided", "run_finished"]
 
 
+def test_accepting_settles_a_direct_call_too(worker, e17, operator, unclear, monkeypatch):
+    """A screen's or the API's call (a one-action run) whose answer was lost."""
+    from agentops.execution.invoke import LostReceiptError
+    from agentops.execution.recorder import call_direct
+
+    spec = registry.get("reserve_room")
+
+    def commit_then_lose(ctx, args):
+        spec.handler(ctx, args)
+        raise LostReceiptError("injected: answer lost after the commit")
+
+    monkeypatch.setitem(
+        registry._TOOLS, "reserve_room", dataclasses.replace(spec, handler=commit_then_lose)
+    )
+    envelope = call_direct(
+        user=e17,
+        name="reserve_room",
+        arguments={
+            "room_id": "R7",
+            "start_at": START.isoformat(),
+            "end_at": END.isoformat(),
+            "attendees": 3,
+            "expected_version": Room.objects.get(code="R7").schedule_version,
+        },
+    )
+    assert envelope["signal"] == "unknown_outcome"
+    action = wait_until(
+        lambda: Action.objects.filter(status=ActionStatus.NEEDS_HUMAN).first(),
+        message="the direct call to wait for a human",
+    )
+    unclear["on"] = False
+
+    assert action_reconcile_decide(action_id=action.pk, operator=operator, decision="accept").ok
+
+    run = wait_for_run(action.run_id)
+    assert (run.kind, run.status, run.outcome) == ("direct", "succeeded", "reconciled")
+    assert Booking.objects.get().code == Action.objects.get().result["data"]["booking_id"]
+
+
 def test_a_late_decision_gives_the_run_a_fresh_window_to_finish(worker, e17, operator, unclear):
     action = _waiting_for_human(e17, "lose_receipt")
     AgentRun.objects.filter(pk=action.run_id).update(
