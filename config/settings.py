@@ -93,6 +93,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "approvals.context_processors.approvals_nav",
+                "agentops.operators.context_processors.operators_nav",
             ],
         },
     },
