@@ -42,6 +42,7 @@ class RunOutcome(models.TextChoices):
     MODEL_UNAVAILABLE = "model_unavailable"
     CANCELLED_BY_USER = "cancelled_by_user"
     APPROVAL_EXPIRED = "approval_expired"
+    ABANDONED = "abandoned"  # an operator abandoned a write whose outcome stayed unclear
 
 
 class AgentRun(models.Model):
@@ -139,6 +140,7 @@ class EventKind(models.TextChoices):
     RECONCILE_LOOKUP = "reconcile_lookup"
     RECONCILE_RETRY = "reconcile_retry"
     RECONCILE_NEEDS_HUMAN = "reconcile_needs_human"
+    RECONCILE_DECIDED = "reconcile_decided"  # an operator's decision from the queue
     RUN_RESUMED = "run_resumed"
     VERIFIED = "verified"
     BUDGET_EXHAUSTED = "budget_exhausted"

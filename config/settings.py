@@ -93,6 +93,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "approvals.context_processors.approvals_nav",
+                "agentops.operators.context_processors.operators_nav",
                 "agentops.audit_context.ops_nav",
             ],
         },
@@ -186,6 +187,10 @@ CELERY_WORKER_SEND_TASK_EVENTS = False
 # whole pool) before and after each task unless this is set; then it does so only every N
 # tasks. config/celery.py gives connections back the way a request does instead.
 CELERY_DB_REUSE_MAX = int(os.environ.get("CELERY_DB_REUSE_MAX", "1000"))
+# Beat keeps its schedule in memory: the sweeper runs on a short interval, so nothing is lost by
+# not persisting it, and the default shelve file (dbm.sqlite3 on Python 3.13) fails under the
+# worker's embedded beat with "locking protocol", which stopped the sweeper in `make run`.
+CELERY_BEAT_SCHEDULER = "celery.beat:Scheduler"
 CELERY_BEAT_SCHEDULE = {
     "sweep-stuck-runs": {
         "task": "agentops.tasks.sweep_task",

@@ -12,5 +12,6 @@ urlpatterns = [
     path("", include("bookings.urls")),
     path("", include("agentops.api.urls")),
     path("", include("approvals.urls")),
+    path("", include("agentops.operators.urls")),
     path("", include("agentops.audit_urls")),  # audit log, run detail, drills (admins)
 ]

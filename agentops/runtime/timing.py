@@ -46,6 +46,9 @@ MAX_RECONCILE_RETRIES = 3  # re-runs of a write proven absent
 LEASE_GRACE = timedelta(seconds=5)
 STALE_AFTER = timedelta(seconds=20)
 ABANDONED_CLAIM_AFTER = timedelta(minutes=2)
+# An operator's decision on an unclear write gives the action and its run this long to finish
+# (as an approval does): the decision may come long after the run's own deadline.
+OPERATOR_DECISION_WINDOW = timedelta(minutes=5)
 IDEMPOTENCY_TTL = timedelta(days=7)
 FAULT_PAUSE_LIMIT_S = 30  # an injected pause never holds a worker longer than this
 RATE_WINDOW_S = 60

@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from agentops.operators import views
+
+app_name = "operators"
+urlpatterns = [
+    path("operators/queue/", views.queue, name="queue"),
+    path("operators/queue/<uuid:action_id>/decide/", views.decide, name="decide"),
+]
