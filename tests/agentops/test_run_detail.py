@@ -120,3 +120,23 @@ def test_a_trace_with_a_gap_or_no_terminal_event_does_not_reconstruct(client, ad
     client.force_login(admin_user)
     html = client.get(reverse("ops:run", args=[run.pk])).content.decode()
     assert 'data-ok="false"' in html and "sequence has gaps" in html
+
+
+@pytest.mark.django_db
+def test_the_django_admin_links_a_booking_to_its_run(client, admin_user, e17, rooms):
+    from bookings.services import booking_reserve
+
+    run = run_create(e17)
+    made = booking_reserve(
+        user=e17,
+        room_code="R7",
+        start_at=START,
+        end_at=END,
+        attendees=2,
+        idempotency_key="k1",
+        run_id=str(run.pk),
+    )
+    client.force_login(admin_user)
+    url = reverse("admin:bookings_booking_change", args=[made.booking.pk])
+    html = client.get(url).content.decode()
+    assert f'href="{reverse("ops:run", args=[run.pk])}"' in html
