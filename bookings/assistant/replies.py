@@ -39,6 +39,23 @@ def _join(words: list[str]) -> str:
     }
 
 
+def sentences(*parts: str) -> str:
+    """Sentences one after another, the way the active language writes them (English puts a
+    space between them, Chinese does not)."""
+    text = ""
+    for part in filter(None, parts):
+        text = (
+            pgettext("two sentences", "%(first)s %(second)s")
+            % {
+                "first": text,
+                "second": part,
+            }
+            if text
+            else part
+        )
+    return text
+
+
 def clarifying_question(clarification: Clarification, *, asker: str = "") -> str:
     """What to ask (or say) when a request is not a booking the assistant can make as asked;
     ``asker`` is the employee id of the person asking."""
@@ -66,11 +83,11 @@ def clarifying_question(clarification: Clarification, *, asker: str = "") -> str
         }
         prefix = ""
         if clarification.problem == END_BEFORE_START:
-            prefix = _("The end time must be after the start time.") + " "
+            prefix = _("The end time must be after the start time.")
         elif clarification.problem == NO_END:
             parts["time"] = _("until what time (or for how long)")
         asked = _join([str(parts[name]) for name in clarification.missing])
-        return prefix + _("Please tell me %(what)s.") % {"what": asked}
+        return sentences(prefix, _("Please tell me %(what)s.") % {"what": asked})
 
 
 def equipment_text(equipment: Iterable[str]) -> str:
@@ -130,7 +147,7 @@ def named_room_unavailable(
             why = _("%(room)s was taken while I was booking it.") % {"room": room}
         else:
             why = _("%(room)s is already booked at that time.") % {"room": room}
-        return f"{why} {_offer(language, people=people, rooms=offer)}"
+        return sentences(why, _offer(language, people=people, rooms=offer))
 
 
 def too_many_people(language: str, *, people: int, largest: int) -> str:
@@ -154,14 +171,12 @@ def already_holding(language: str, bookings: list[dict]) -> str:
             }
             for b in bookings
         ]
-        return " ".join(
-            (
-                _("You already have %(bookings)s at this time.") % {"bookings": _join(held)},
-                _(
-                    "I booked nothing, so that you do not hold two rooms at once. If you need "
-                    'another room as well, ask again and say "another room".'
-                ),
-            )
+        return sentences(
+            _("You already have %(bookings)s at this time.") % {"bookings": _join(held)},
+            _(
+                "I booked nothing, so that you do not hold two rooms at once. If you need "
+                'another room as well, ask again and say "another room".'
+            ),
         )
 
 
@@ -215,7 +230,7 @@ _STOP_REASONS = {
 def reply(kind: ReplyKind, *, language: str, detail: str = "") -> str:
     with in_language(language):
         if kind == ReplyKind.NOTHING_DONE:
-            return f"{_('Nothing was booked.')} {detail}".strip()
+            return sentences(_("Nothing was booked."), detail.strip())
         if kind == ReplyKind.CANCELLED:
             return pgettext("run", "Cancelled.")
         if kind == ReplyKind.APPROVAL_EXPIRED:
