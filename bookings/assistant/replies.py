@@ -42,18 +42,15 @@ def _join(words: list[str]) -> str:
 def sentences(*parts: str) -> str:
     """Sentences one after another, the way the active language writes them (English puts a
     space between them, Chinese does not)."""
-    text = ""
+    joined = ""
     for part in filter(None, parts):
-        text = (
-            pgettext("two sentences", "%(first)s %(second)s")
-            % {
-                "first": text,
+        if joined:
+            part = pgettext("two sentences", "%(first)s %(second)s") % {
+                "first": joined,
                 "second": part,
             }
-            if text
-            else part
-        )
-    return text
+        joined = part
+    return joined
 
 
 def clarifying_question(clarification: Clarification, *, asker: str = "") -> str:
@@ -106,7 +103,7 @@ def no_room(language: str, *, people: int, equipment: Iterable[str]) -> str:
         }
 
 
-def _offer(language: str, *, people: int, rooms: list[str]) -> str:
+def _offer(*, people: int, rooms: list[str]) -> str:
     if not rooms:
         return _("No other room fits %(people)s people at that time either.") % {"people": people}
     return _("Free rooms for %(people)s people at that time: %(rooms)s. Ask again naming one.") % {
@@ -147,7 +144,7 @@ def named_room_unavailable(
             why = _("%(room)s was taken while I was booking it.") % {"room": room}
         else:
             why = _("%(room)s is already booked at that time.") % {"room": room}
-        return sentences(why, _offer(language, people=people, rooms=offer))
+        return sentences(why, _offer(people=people, rooms=offer))
 
 
 def too_many_people(language: str, *, people: int, largest: int) -> str:
