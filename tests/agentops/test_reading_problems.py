@@ -64,9 +64,11 @@ def test_a_booking_for_another_employee_is_read_as_such(
         "book a room for 2 people on Monday 14:00-15:00",
         "帮我订周一下午两点到三点的会议室，2个人",
         "book R9 for 2 on Monday 14:00-15:00",
+        "book a room for the change review on Monday 14:00-15:00 for 6",
+        "book a room on Monday 14:00-15:00 for 3 people, we can move fast",
     ],
 )
-def test_the_asker_and_room_codes_are_not_another_employee(text: str) -> None:
+def test_ordinary_requests_are_neither_for_another_employee_nor_changes(text: str) -> None:
     assert isinstance(parse(text), BookingRequest)
 
 

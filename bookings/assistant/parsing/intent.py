@@ -6,9 +6,12 @@ from __future__ import annotations
 import re
 
 # Matched on normalized text (lower case, Chinese number words as digits).
+# "cancel" is a verb whatever follows; "change", "move" and the like only with what they act on
+# ("the change review meeting" is a booking request).
 _CANCEL = re.compile(
-    r"\b(?:cancel|call\s+off|delete|remove|reschedule|postpone|move|change)\b"
-    r"(?!\s+(?:if|unless|when)\b)"
+    r"\b(?:cancel|call\s+off|unbook)\b(?!\s+(?:if|unless|when)\b)"
+    r"|\b(?:delete|remove|reschedule|postpone|move|change|shift)\s+(?:all\s+)?"
+    r"(?:my|our|the|this|that|these|those|it|them|all|every)\b"
     r"|取消|退订|撤销|删除|删掉|改期|推迟|改到|换到"
 )
 # "for e23", "on behalf of A01", "给e23订", "帮 e23 订", "替e23": an employee id after the
