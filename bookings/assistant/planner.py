@@ -1,5 +1,7 @@
 """The offline planner (default): reads the request, proposes a search, then a reservation of
-the smallest fitting room; re-searches after a conflict; retries a timed-out read once."""
+the smallest fitting room; re-searches after a conflict; retries a timed-out read once. When it
+books nothing it says what stood in the way, from what the search observed (the named room, the
+largest room, a room the person already holds then) or from the refusal."""
 
 from __future__ import annotations
 
@@ -51,9 +53,9 @@ class RulesPlanner:
             failed_reads = sum(
                 1 for o in history if o.tool == "find_available_rooms" and not o.result.get("ok")
             )
-            if last.result.get("signal") != "yellow" or last.result.get("reason") == (
-                "rate_limited"
-            ):  # red, or refused for a while: retrying now cannot help
+            # Red, or refused for the rest of the minute: retrying now cannot help.
+            retryable = last.result.get("signal") == "yellow"
+            if not retryable or last.result.get("reason") == "rate_limited":
                 return self._refused(ctx, parsed, last.result, replies.search_refused)
             if failed_reads < 2:
                 return Step([Proposal("find_available_rooms", search)])  # one more, bounded
