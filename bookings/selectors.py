@@ -10,7 +10,7 @@ from datetime import datetime
 
 from django.db import connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, Max, OuterRef, Q
 from django.utils import timezone
 
 from accounts.models import Role, User
@@ -58,6 +58,35 @@ def room_search(
 
 def room_get(*, code: str) -> Room | None:
     return Room.objects.filter(code=code).first()
+
+
+def room_is_free(*, room: Room, start_at: datetime, end_at: datetime) -> bool:
+    """No confirmed booking of ``room`` overlaps the window."""
+    return not Booking.objects.filter(
+        room=room,
+        status=BookingStatus.CONFIRMED,
+        during__overlap=DateTimeTZRange(start_at, end_at, "[)"),
+    ).exists()
+
+
+def room_largest_capacity() -> int | None:
+    """How many people the largest bookable room seats (None: no bookable room)."""
+    return Room.objects.filter(bookable=True).aggregate(largest=Max("capacity"))["largest"]
+
+
+def booking_list_overlapping(
+    *, user: User, start_at: datetime, end_at: datetime, limit: int = 5
+) -> list[Booking]:
+    """The user's confirmed bookings (any room) that overlap the window, earliest first."""
+    return list(
+        Booking.objects.select_related("room")
+        .filter(
+            requester=user,
+            status=BookingStatus.CONFIRMED,
+            during__overlap=DateTimeTZRange(start_at, end_at, "[)"),
+        )
+        .order_by("during", "id")[:limit]
+    )
 
 
 def room_policy_facts(*, code: str) -> tuple[bool, str] | None:

@@ -72,6 +72,7 @@ class ReplyKind(StrEnum):
     STOPPED = "stopped"  # the run was stopped early; detail: the outcome
     CANCELLED = "cancelled"  # the requester cancelled
     APPROVAL_EXPIRED = "approval_expired"  # nobody decided in time; detail: what needed it
+    RATE_LIMITED = "rate_limited"  # too many requests; detail: seconds to wait
 
 
 class Assistant(Protocol):
@@ -87,6 +88,11 @@ class Assistant(Protocol):
 
     def reply(self, kind: ReplyKind, *, language: str, detail: str = "") -> str:
         """A reply to the person, in their language."""
+        ...
+
+    def language_of(self, text: str) -> str:
+        """The language to answer ``text`` in, without reading it as a request (cheap: used
+        to word a refusal before anything is read)."""
         ...
 
     def model_instructions(self) -> list[str]:

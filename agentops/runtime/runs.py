@@ -64,9 +64,17 @@ MAX_REQUEST_CHARS = 2000
 
 
 class RunRateLimited(Exception):  # noqa: N818 -- a refusal, not a failure
-    def __init__(self, retry_after_ms: int) -> None:
+    """``reply`` words the refusal for the person, in the language of their request."""
+
+    def __init__(self, retry_after_ms: int, *, reply: str = "", language: str = "en") -> None:
         super().__init__("too many runs started this minute")
         self.retry_after_ms = retry_after_ms
+        self.reply = reply or str(self)
+        self.language = language
+
+    @property
+    def retry_after_s(self) -> int:
+        return max(1, -(-self.retry_after_ms // 1000))
 
 
 class ScopeIn(BaseModel):
@@ -122,7 +130,13 @@ def run_start(
         budgets = Budgets.from_json(DEFAULT_BUDGETS.to_json() | budgets)
     retry_after_ms = ratelimit.run_starts.hit(user.pk)
     if retry_after_ms is not None:
-        raise RunRateLimited(retry_after_ms)
+        assistant = registry.assistant()
+        language = assistant.language_of((request_text or "")[:MAX_REQUEST_CHARS])
+        refused = RunRateLimited(retry_after_ms, language=language)
+        refused.reply = assistant.reply(
+            ReplyKind.RATE_LIMITED, language=language, detail=str(refused.retry_after_s)
+        )
+        raise refused
     text = (request_text or "").strip()
     if not text or len(text) > MAX_REQUEST_CHARS or "\x00" in text:
         raise ValueError(f"request must be 1-{MAX_REQUEST_CHARS} characters of text")

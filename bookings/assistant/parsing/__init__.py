@@ -12,6 +12,11 @@ from zoneinfo import ZoneInfo
 
 from bookings.assistant.parsing.attendees import INTENT, extract_attendees
 from bookings.assistant.parsing.dates import extract_date
+from bookings.assistant.parsing.intent import (
+    named_beneficiary,
+    wants_another_room,
+    wants_cancel_or_change,
+)
 from bookings.assistant.parsing.text import CJK, extract_equipment, extract_room_code, normalize
 from bookings.assistant.parsing.times import (
     END_BEFORE_START,
@@ -23,6 +28,9 @@ from bookings.assistant.parsing.times import (
 
 EQUIPMENT = ("display", "phone", "projector", "video", "whiteboard")
 FIELDS = ("date", "time", "attendees")
+# Why a request cannot become a booking as asked, beside a missing or unusable field.
+CANCEL_OR_CHANGE = "cancel_or_change"  # the assistant books; it does not cancel or change
+FOR_SOMEONE_ELSE = "for_someone_else"  # it books only for the person asking
 
 
 @dataclass(frozen=True)
@@ -33,16 +41,25 @@ class BookingRequest:
     equipment: tuple[str, ...]
     room_code: str | None
     language: str
+    another_room: bool = False  # asked for a room in addition to one already held
 
 
 @dataclass(frozen=True)
 class Clarification:
     """What the request lacks (in the order of FIELDS); ``problem`` says why a time was unusable
-    (END_BEFORE_START, NO_END). The assistant's replies word the question."""
+    (END_BEFORE_START, NO_END) or why the request cannot be booked as asked (CANCEL_OR_CHANGE;
+    FOR_SOMEONE_ELSE, then ``named`` is the employee id it names). The assistant's replies word
+    the question."""
 
     missing: tuple[str, ...]
     language: str
     problem: str | None = None
+    named: str | None = None
+
+
+def request_language(text: str) -> str:
+    """ "zh" when the text has any Chinese character, else "en"."""
+    return "zh" if CJK.search(text) else "en"
 
 
 def parse_booking_request(
@@ -53,13 +70,20 @@ def parse_booking_request(
     ``now`` anchors relative dates ("tomorrow", "周五", "Sep 28"); a naive ``now`` is read as
     wall time in ``tz``. Return a Clarification naming every missing field (in the order of
     FIELDS) when the request is incomplete, has an end not after its start, or is not a booking
-    request at all (then all three fields are missing).
+    request at all (then all three fields are missing); a Clarification with a problem and no
+    missing field when it asks to cancel or change bookings, or to book for another employee.
+    A day in the past is read as written: the booking service says it is past.
     """
-    language = "zh" if CJK.search(text) else "en"
+    language = request_language(text)
     local_now = now.astimezone(tz) if now.tzinfo is not None else now.replace(tzinfo=tz)
     today = local_now.date()
 
     normalized = normalize(text)
+    if wants_cancel_or_change(normalized):
+        return Clarification((), language, CANCEL_OR_CHANGE)
+    beneficiary = named_beneficiary(normalized)
+    if beneficiary is not None:
+        return Clarification((), language, FOR_SOMEONE_ELSE, named=beneficiary)
     room_code, rest = extract_room_code(normalized)
     equipment = extract_equipment(rest)
     day, rest = extract_date(rest, today)
@@ -103,15 +127,19 @@ def parse_booking_request(
         equipment=equipment,
         room_code=room_code,
         language=language,
+        another_room=wants_another_room(normalized),
     )
 
 
 __all__ = [
+    "CANCEL_OR_CHANGE",
     "END_BEFORE_START",
     "EQUIPMENT",
     "FIELDS",
+    "FOR_SOMEONE_ELSE",
     "NO_END",
     "BookingRequest",
     "Clarification",
     "parse_booking_request",
+    "request_language",
 ]
