@@ -45,16 +45,41 @@ def openai_function(spec: ToolSpec) -> dict[str, Any]:
     }
 
 
+def envelope_schema(data: dict[str, Any]) -> dict[str, Any]:
+    """The JSON Schema of a non-error result envelope (MCP's ``structuredContent``) whose
+    ``data`` is described by ``data``: a green envelope, or the pending-approval answer (which
+    has no ``data``). Definitions move to the root so that their references still resolve."""
+    data = dict(data)
+    defs = data.pop("$defs", None)
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "ok": {"type": "boolean"},
+            "signal": {"type": "string", "enum": ["green", "yellow"]},
+            "data": data,
+            "next_cursor": {"type": ["string", "null"]},
+            "observed_at": {"type": ["string", "null"]},
+            "code": {"type": "string"},
+            "pending": {"type": "object"},
+        },
+        "required": ["ok", "signal"],
+    }
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
 @functools.cache
 def mcp_tool(spec: ToolSpec) -> dict[str, Any]:
-    """An MCP tool definition; annotations are derived from the metadata, not written by hand."""
+    """An MCP tool definition; annotations are derived from the metadata, not written by hand.
+    The output schema describes the envelope (``structuredContent``) around the tool's output."""
     m = spec.meta
     return {
         "name": spec.name,
         "title": spec.name.replace("_", " ").capitalize(),
         "description": spec.description.render(),
         "inputSchema": input_schema(spec),
-        "outputSchema": output_schema(spec),
+        "outputSchema": envelope_schema(output_schema(spec)),
         "annotations": {
             "readOnlyHint": m.readonly,
             # MCP's conservative default for any write: the client should confirm.
