@@ -82,7 +82,9 @@ async def list_tools(
 
 
 def _idempotency_key(params: types.CallToolRequestParams) -> str | None:
-    meta = params.meta.model_dump(by_alias=True) if params.meta is not None else {}
+    meta = params.meta or {}
+    if not isinstance(meta, dict):  # a model in some SDK versions, a TypedDict in others
+        meta = meta.model_dump(by_alias=True)
     key = meta.get(IDEMPOTENCY_META_KEY)
     if key is None:
         return None

@@ -139,22 +139,32 @@ def mcp_session_run(*, user: Any, session_id: str) -> AgentRun:
 
 def mcp_session_end(*, user_id: int, session_id: str) -> None:
     """The client closed its session: its run ends, unless a call in it still waits for an
-    approval or an outcome (then the run stays open for it, and for get_action_status)."""
+    approval or an outcome (then the run stays open for it, and for get_action_status, until
+    its deadline)."""
+    run_id = (
+        AgentRun.objects.filter(channel_session=session_id, subject_id=user_id)
+        .values_list("pk", flat=True)
+        .first()
+    )
+    if run_id is not None:
+        _session_close(run_id)
+
+
+def mcp_sessions_expire(*, now: Any) -> int:
+    """The sweeper: session runs past their deadline (the client went away without closing,
+    or its last waiting call settled) end once nothing in them is waiting."""
+    due = AgentRun.objects.filter(kind=RunKind.MCP, status=RunStatus.RUNNING, deadline__lt=now)
+    return sum(_session_close(run_id) for run_id in due.values_list("pk", flat=True))
+
+
+def _session_close(run_id: Any) -> bool:
+    busy = OPEN_ACTION_STATUSES | UNSETTLED_ACTION_STATUSES | {ActionStatus.WAITING_APPROVAL}
     with transaction.atomic():
-        run_id = (
-            AgentRun.objects.filter(
-                channel_session=session_id, subject_id=user_id, status=RunStatus.RUNNING
-            )
-            .values_list("pk", flat=True)
-            .first()
-        )
-        if run_id is None:
-            return
         run = lock_run(run_id)
-        busy = OPEN_ACTION_STATUSES | UNSETTLED_ACTION_STATUSES | {ActionStatus.WAITING_APPROVAL}
         if run.status != RunStatus.RUNNING or run.actions.filter(status__in=busy).exists():
-            return
+            return False
         run_move(run, RunStatus.SUCCEEDED, outcome=RunOutcome.SESSION_ENDED, reply="")
+        return True
 
 
 # --- tools/call -------------------------------------------------------------------------------
