@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from agentops.contract import ToolSpec
+from agentops.contract import Reason, Signal, ToolSpec
 
 
 @functools.cache
@@ -46,20 +46,25 @@ def openai_function(spec: ToolSpec) -> dict[str, Any]:
 
 
 def envelope_schema(data: dict[str, Any]) -> dict[str, Any]:
-    """The JSON Schema of a non-error result envelope (MCP's ``structuredContent``) whose
-    ``data`` is described by ``data``: a green envelope, or the pending-approval answer (which
-    has no ``data``). Definitions move to the root so that their references still resolve."""
+    """The JSON Schema of a result envelope (MCP's ``structuredContent``, on success and on
+    error alike) whose ``data`` is described by ``data``. Definitions move to the root so that
+    their references still resolve."""
     data = dict(data)
     defs = data.pop("$defs", None)
+    nullable_string = {"type": ["string", "null"]}
     schema: dict[str, Any] = {
         "type": "object",
         "properties": {
             "ok": {"type": "boolean"},
-            "signal": {"type": "string", "enum": ["green", "yellow"]},
+            "signal": {"type": "string", "enum": [s.value for s in Signal]},
             "data": data,
-            "next_cursor": {"type": ["string", "null"]},
-            "observed_at": {"type": ["string", "null"]},
+            "next_cursor": nullable_string,
+            "observed_at": nullable_string,
+            "reason": {"type": "string", "enum": [r.value for r in Reason]},
             "code": {"type": "string"},
+            "message": {"type": "string"},
+            "hint": {"type": "string"},
+            "retry_after_ms": {"type": ["integer", "null"]},
             "pending": {"type": "object"},
         },
         "required": ["ok", "signal"],

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -32,7 +33,7 @@ from mcp.server.lowlevel import Server
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from agentops.mcp import sessions
@@ -118,15 +119,25 @@ async def call_tool(
     )
 
 
+async def set_logging_level(
+    ctx: ServerRequestContext[Any, Any], params: types.SetLevelRequestParams
+) -> types.EmptyResult:
+    """Accepted: this server sends no log notifications, so every level is honoured."""
+    return types.EmptyResult()
+
+
 def build_server() -> Server:
-    return Server(
-        "rooms-agentops",
-        version="1.0",
-        title="Rooms: governed meeting-room tools",
-        instructions=INSTRUCTIONS,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
-    )
+    with warnings.catch_warnings():  # logging is deprecated only from revision 2026-07-28 on
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        return Server(
+            "rooms-agentops",
+            version="1.0",
+            title="Rooms: governed meeting-room tools",
+            instructions=INSTRUCTIONS,
+            on_list_tools=list_tools,
+            on_call_tool=call_tool,
+            on_set_logging_level=set_logging_level,
+        )
 
 
 def _transport_security() -> TransportSecuritySettings:
