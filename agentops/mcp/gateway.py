@@ -123,6 +123,7 @@ class ExternalServer:
     name: str
     url: str | None = None
     command: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()  # for a stdio command
     roles: frozenset[str] = frozenset({"employees"})
     patches: dict[str, Patch] = field(default_factory=dict, hash=False, compare=False)
 
@@ -150,6 +151,7 @@ def servers_from_settings(raw: str | None = None) -> list[ExternalServer]:
                 name=name,
                 url=entry.get("url"),
                 command=tuple(entry.get("command") or ()),
+                env=tuple(sorted((entry.get("env") or {}).items())),
                 roles=roles,
                 patches={
                     tool: Patch.from_json(p, default_roles=roles)
@@ -170,7 +172,8 @@ def _connect(server: ExternalServer):
     if server.url:
         return Client(server.url, mode="legacy")
     command, *args = server.command
-    return Client(StdioServerParameters(command=command, args=args), mode="legacy")
+    params = StdioServerParameters(command=command, args=args, env=dict(server.env) or None)
+    return Client(params, mode="legacy")
 
 
 def _run(fn: Callable[[], Awaitable[Any]]) -> Any:

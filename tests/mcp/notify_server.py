@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
@@ -80,6 +81,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         return _text(f"Mailbox {to} not found", error=True)
     if to.endswith("@down.test"):
         raise MCPError(types.INTERNAL_ERROR, "SMTP relay temporarily unavailable")
+    if to.endswith("@slow.test"):  # sends, but only after the caller's timeout
+        await anyio.sleep(4)
     if to.endswith("@busy.test"):
         return _text("Rate limit exceeded: too many messages", error=True)
     with OUTBOX.open("a") as out:
@@ -92,7 +95,6 @@ app = server.streamable_http_app(stateless_http=True, json_response=True)
 
 
 if __name__ == "__main__" and "--stdio" in sys.argv:
-    import anyio
     from mcp.server.stdio import stdio_server
 
     async def main() -> None:

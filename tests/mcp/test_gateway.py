@@ -4,6 +4,7 @@ here) behind the same gate, approvals, idempotency and trace as our own tools.""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from django.conf import settings
@@ -16,7 +17,7 @@ from agentops.models import Action, AgentRun
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from tests.agentops.conftest import wait_until
-from tests.mcp.conftest import database_url, mcp_client, run_async, uvicorn_start
+from tests.mcp.conftest import ROOT, database_url, mcp_client, run_async, uvicorn_start
 
 pytestmark = [pytest.mark.integration]
 
@@ -199,3 +200,39 @@ def test_through_mcp_a_retried_call_with_the_same_key_reaches_the_sender_once(
     assert first.is_error is False and again.structured_content == first.structured_content
     assert len(notify.sent()) == 1
     assert AgentRun.objects.get().kind == "mcp"
+
+
+def test_a_write_whose_answer_times_out_is_reconciled_never_sent_again(worker, notify, e17):
+    envelope = call_direct(user=e17, name=SEND, arguments=MESSAGE | {"to": "kim@slow.test"})
+
+    assert envelope["reason"] == "unknown_outcome"
+    action = Action.objects.get(tool=SEND)
+    # The third party cannot be asked what happened under the key: a human decides.
+    wait_until(lambda: Action.objects.get(pk=action.pk).status == "needs_human", message="queue")
+    assert Action.objects.get(pk=action.pk).attempts == 1
+    wait_until(lambda: len(notify.sent()) == 1, message="the late delivery")
+    assert AgentRun.objects.get().status == "reconciling"
+
+
+def test_a_stdio_server_joins_the_registry_too(tmp_path, e17, transactional_db):
+    outbox = tmp_path / "stdio-outbox.jsonl"
+    config = [
+        {
+            "name": "local",
+            "command": [sys.executable, "-m", "tests.mcp.notify_server", "--stdio"],
+            "env": {"NOTIFY_OUTBOX": str(outbox), "PYTHONPATH": str(ROOT)},
+            "tools": {"list_outbox": {"side_effect": "LOW", "readonly": True}},
+        }
+    ]
+    specs = gateway_register(servers_from_settings(json.dumps(config)))
+    try:
+        assert {s.name for s in specs} == {
+            "local__send_notification",
+            "local__list_outbox",
+            "local__purge_outbox",
+        }
+        envelope = call_direct(user=e17, name="local__list_outbox", arguments={})
+        assert envelope["signal"] == "green"
+        assert envelope["data"]["text_quote"] == "[]"
+    finally:
+        gateway_unregister(specs)
