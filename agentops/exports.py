@@ -90,7 +90,7 @@ def mcp_tool(spec: ToolSpec) -> dict[str, Any]:
             # MCP's conservative default for any write: the client should confirm.
             "destructiveHint": not m.readonly,
             "idempotentHint": m.readonly or m.enforced_idempotent,
-            "openWorldHint": False,
+            "openWorldHint": m.open_world,
         },
     }
 

@@ -429,6 +429,7 @@ def tool_spec(server: ExternalServer, tool: types.Tool) -> ToolSpec:
             estimated_latency_ms=patch.latency_ms,
             roles=patch.roles or server.roles,
             max_output_bytes=patch.max_output_bytes,
+            open_world=True,
         ),
         handler=_handler(server, tool.name, patch),
         lookup_receipt=_lookup_receipt,

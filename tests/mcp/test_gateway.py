@@ -99,6 +99,8 @@ def test_third_party_tools_join_the_registry_with_the_local_patch(notify):
     assert purge.meta.side_effect == "HIGH" and purge.meta.readonly is False
     hints = exports.mcp_tool(purge)["annotations"]
     assert hints["readOnlyHint"] is False and hints["destructiveHint"] is True
+    assert hints["openWorldHint"] is True  # a third party's tool
+    assert exports.mcp_tool(registry.get("reserve_room"))["annotations"]["openWorldHint"] is False
     assert "no local patch" in purge.description.render()
 
 
