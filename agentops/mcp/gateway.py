@@ -63,6 +63,7 @@ log = logging.getLogger(__name__)
 QUOTE_CHARS = 300  # how much of a third party's error text reaches the model
 DISCOVERY_TIMEOUT_S = 10.0
 SEPARATOR = "__"  # <server>__<tool>
+_TOOL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,30}")
 
 
 @dataclass(frozen=True)
@@ -453,6 +454,11 @@ def gateway_register(servers: list[ExternalServer] | None = None) -> list[ToolSp
             log.warning("MCP gateway: %s did not list its tools: %r", server.name, exc)
             continue
         for tool in tools:
+            if not _TOOL_NAME.fullmatch(tool.name):  # a third party's name is untrusted too
+                log.warning(
+                    "MCP gateway: %s offers a tool named %r: skipped", server.name, tool.name[:80]
+                )
+                continue
             spec = tool_spec(server, tool)
             registry.register(spec)
             specs.append(spec)

@@ -49,7 +49,12 @@ def gateway_config(url: str) -> str:
                             }
                         ],
                     },
-                    "list_outbox": {"side_effect": "LOW", "readonly": True, "latency_ms": 1000},
+                    "list_outbox": {
+                        "side_effect": "LOW",
+                        "readonly": True,
+                        "latency_ms": 1000,
+                        "max_output_bytes": 400,
+                    },
                 },
             }
         ]
@@ -238,3 +243,14 @@ def test_a_stdio_server_joins_the_registry_too(tmp_path, e17, transactional_db):
         assert envelope["data"]["text_quote"] == "[]"
     finally:
         gateway_unregister(specs)
+
+
+def test_a_third_partys_long_answer_is_capped_and_quoted(notify, e17, db):
+    for n in range(4):
+        call_direct(user=e17, name=SEND, arguments=MESSAGE | {"body": f"notice {n} " * 10})
+
+    envelope = call_direct(user=e17, name="notify__list_outbox", arguments={})
+
+    assert envelope["signal"] == "green"
+    assert envelope["data"]["truncated"] is True
+    assert len(envelope["data"]["text_quote"]) == 200  # half the patch's 400-byte cap
