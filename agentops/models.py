@@ -20,7 +20,8 @@ TERMINAL_RUN_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunSta
 
 class RunKind(models.TextChoices):
     ASSISTANT = "assistant"  # a model plans it, turn by turn
-    DIRECT = "direct"  # one governed call made directly (JSON API, screens, MCP)
+    DIRECT = "direct"  # one governed call made directly (JSON API, screens)
+    MCP = "mcp"  # one MCP session: every tools/call of the session is an action of this run
 
 
 class RunOutcome(models.TextChoices):
@@ -42,6 +43,7 @@ class RunOutcome(models.TextChoices):
     CANCELLED_BY_USER = "cancelled_by_user"
     APPROVAL_EXPIRED = "approval_expired"
     ABANDONED = "abandoned"  # an operator abandoned a write whose outcome stayed unclear
+    SESSION_ENDED = "session_ended"  # an MCP session closed with nothing left waiting
 
 
 class AgentRun(models.Model):
@@ -72,6 +74,9 @@ class AgentRun(models.Model):
     tool_calls = models.PositiveIntegerField(default=0)
     event_seq = models.PositiveIntegerField(default=0)
     deadline = models.DateTimeField()
+    channel_session = models.CharField(
+        max_length=64, blank=True, help_text="The MCP session this run is (kind mcp)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -83,6 +88,11 @@ class AgentRun(models.Model):
                 condition=models.Q(finished_at__isnull=True)
                 | models.Q(status__in=["succeeded", "failed", "cancelled"]),
                 name="run_finished_only_when_terminal",
+            ),
+            models.UniqueConstraint(
+                fields=["channel_session"],
+                condition=~models.Q(channel_session=""),
+                name="run_channel_session_unique",
             ),
         ]
 

@@ -23,6 +23,11 @@ def register(spec: ToolSpec) -> None:
     _TOOLS[spec.name] = spec
 
 
+def unregister(name: str) -> None:
+    """Withdraw a tool (a gateway's third-party tool whose server went away; tests)."""
+    _TOOLS.pop(name, None)
+
+
 def register_assistant(assistant: Assistant) -> None:
     if assistant not in _ASSISTANTS:
         _ASSISTANTS.append(assistant)

@@ -36,6 +36,7 @@ class ToolMeta:
     estimated_latency_ms: int
     roles: frozenset[str]
     max_output_bytes: int = 4096
+    open_world: bool = False  # it reaches beyond this system (a third-party MCP server's tool)
 
     @property
     def timeout_s(self) -> float:

@@ -348,8 +348,9 @@ def action_settled(run: AgentRun, action: Action) -> None:
         resume_if_clear(run, action)
     elif run.kind == RunKind.DIRECT:
         _finish_direct(run, action)
-    else:
+    elif run.kind == RunKind.ASSISTANT:
         advance_locked(run, action.turn)
+    # An MCP session run goes on: its client sends the next call.
 
 
 def resume_if_clear(run: AgentRun, action: Action) -> None:
@@ -363,7 +364,8 @@ def resume_if_clear(run: AgentRun, action: Action) -> None:
         return
     if run.status == RunStatus.RECONCILING:
         run_move(run, RunStatus.RUNNING, payload={"turn": action.turn})
-    advance_locked(run, action.turn)
+    if run.kind == RunKind.ASSISTANT:
+        advance_locked(run, action.turn)
 
 
 def _finish_direct(run: AgentRun, action: Action, outcome: RunOutcome | None = None) -> None:
@@ -416,6 +418,9 @@ def action_approval_settled(action_id: Any) -> None:
                 "key_id": record.key_id if record else None,
             },
         )
+        if run.kind == RunKind.MCP:  # a session: only this call is decided, the run goes on
+            _mcp_approval_settled(action, request.status, record)
+            return
         if request.status == RequestStatus.APPROVED:
             action_move(action, ActionStatus.QUEUED)
         elif request.status == RequestStatus.REJECTED:
@@ -461,6 +466,29 @@ def action_approval_settled(action_id: Any) -> None:
                     _finish_direct(run, action)
             else:
                 advance_locked(run, action.turn)
+
+
+def _mcp_approval_settled(action: Action, status: str, record: Any) -> None:
+    """In an MCP session run a decision settles only its call: approved, it runs; rejected,
+    expired or withdrawn, it is refused. The session's other calls are not affected."""
+    if status == RequestStatus.APPROVED:
+        action_move(action, ActionStatus.QUEUED)
+        continue_action(action.pk)
+    elif status in (RequestStatus.REJECTED, RequestStatus.EXPIRED, RequestStatus.WITHDRAWN):
+        code, message = {
+            RequestStatus.REJECTED: (
+                "approval_rejected",
+                f"An approver rejected this call: {record.reason if record else ''}",
+            ),
+            RequestStatus.EXPIRED: (
+                "approval_expired",
+                "Nobody approved this call before its deadline.",
+            ),
+            RequestStatus.WITHDRAWN: ("approval_withdrawn", "The request was withdrawn."),
+        }[status]
+        reason = Reason.EXPIRED if status == RequestStatus.EXPIRED else Reason.FORBIDDEN
+        refusal = ToolError(reason, code, message, "Nothing was done; do not retry it unchanged.")
+        action_move(action, ActionStatus.REJECTED, result=refusal.envelope())
 
 
 def action_approval_refresh(action_id: Any) -> None:
