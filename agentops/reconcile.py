@@ -13,7 +13,7 @@ from django.db import transaction
 from agentops import registry
 from agentops.contract import ReceiptStatus, success
 from agentops.idempotency import idempotency_complete, idempotency_release
-from agentops.models import Action, ActionStatus, EventKind
+from agentops.models import Action, ActionStatus, EventKind, RunStatus
 from agentops.runtime.locks import lock_action
 from agentops.runtime.queue import enqueue_action
 from agentops.runtime.runs import action_settled
@@ -51,6 +51,14 @@ def action_reconcile(action_id: Any) -> None:
             action_settled(run, action)
         elif (
             lookup.status == ReceiptStatus.ABSENT
+            and run.status == RunStatus.COMPENSATING
+            and action.compensates_id is None
+        ):
+            # Proven not written, and its run is being rolled back: it never will be.
+            action_move(action, ActionStatus.CANCELLED)
+            action_settled(run, action)
+        elif (
+            lookup.status == ReceiptStatus.ABSENT
             and action.attempts <= MAX_RECONCILE_RETRIES
             and not run.is_terminal
         ):
@@ -65,11 +73,14 @@ def action_reconcile(action_id: Any) -> None:
             enqueue_action(action.pk)
         else:
             action_move(action, ActionStatus.NEEDS_HUMAN)
-            run.reply = still_checking(run)
-            run.save(update_fields=["reply", "updated_at"])
             trace_append(
                 run=run,
                 kind=EventKind.RECONCILE_NEEDS_HUMAN,
                 action=action,
                 payload={"key": action.idempotency_key},
             )
+            if run.status == RunStatus.COMPENSATING:
+                action_settled(run, action)  # the rollback waits for a human: rollback_pending
+                return
+            run.reply = still_checking(run)
+            run.save(update_fields=["reply", "updated_at"])

@@ -29,13 +29,15 @@ class BookingAssistant:
                 parsed.language,
                 {"missing": list(parsed.missing)},
             )
+        several = len(parsed.room_codes) > 1  # one run, one booking per room, all or nothing
         delegation = Delegation(
             tools=BOOKING_TOOLS,
-            max_writes=1,
+            max_writes=len(parsed.room_codes) if several else 1,
             window=(parsed.start_at, parsed.end_at),
             attendees=parsed.attendees,
             equipment=frozenset(parsed.equipment),
-            resource=parsed.room_code,
+            resource=None if several else parsed.room_code,
+            resources=frozenset(parsed.room_codes) if several else frozenset(),
         )
         understood = {
             "start_at": parsed.start_at.isoformat(),
@@ -43,6 +45,7 @@ class BookingAssistant:
             "attendees": parsed.attendees,
             "equipment": list(parsed.equipment),
             "room": parsed.room_code,
+            **({"rooms": list(parsed.room_codes)} if several else {}),
         }
         return RequestReading(delegation, parsed.language, understood)
 

@@ -8,7 +8,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from agentops.contract import ModelContext, Observation, Proposal, Step, StepOutcome
-from bookings.assistant import replies
+from bookings.assistant import multiroom, replies
 from bookings.assistant.parsing import BookingRequest, parse_booking_request
 
 
@@ -20,6 +20,8 @@ class RulesPlanner:
         parsed = parse_booking_request(ctx.goal, now=now, tz=now.tzinfo or ZoneInfo("UTC"))
         if not isinstance(parsed, BookingRequest):
             return Step(message=replies.clarifying_question(parsed), outcome=StepOutcome.ASK_USER)
+        if len(parsed.room_codes) > 1:  # several named rooms: one run, one booking per room
+            return multiroom.propose(ctx, parsed)
         search = {
             "start_at": parsed.start_at.isoformat(),
             "end_at": parsed.end_at.isoformat(),

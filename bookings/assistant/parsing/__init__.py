@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 
 from bookings.assistant.parsing.attendees import INTENT, extract_attendees
 from bookings.assistant.parsing.dates import extract_date
-from bookings.assistant.parsing.text import CJK, extract_equipment, extract_room_code, normalize
+from bookings.assistant.parsing.text import CJK, extract_equipment, extract_room_codes, normalize
 from bookings.assistant.parsing.times import (
     END_BEFORE_START,
     NO_END,
@@ -29,10 +29,11 @@ FIELDS = ("date", "time", "attendees")
 class BookingRequest:
     start_at: datetime
     end_at: datetime
-    attendees: int
+    attendees: int | None  # None only when several rooms are named (each is booked whole)
     equipment: tuple[str, ...]
     room_code: str | None
     language: str
+    room_codes: tuple[str, ...] = ()  # every room named; two or more: a multi-room request
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,9 @@ def parse_booking_request(
     today = local_now.date()
 
     normalized = normalize(text)
-    room_code, rest = extract_room_code(normalized)
+    room_codes, rest = extract_room_codes(normalized)
+    room_code = room_codes[0] if room_codes else None
+    several_rooms = len(room_codes) > 1
     equipment = extract_equipment(rest)
     day, rest = extract_date(rest, today)
     span, rest = extract_time_span(rest, text_period(normalized))
@@ -90,11 +93,11 @@ def parse_booking_request(
         for name, absent in (
             ("date", day is None),
             ("time", problem is not None or span.start is None or span.end is None),
-            ("attendees", attendees is None),
+            ("attendees", attendees is None and not several_rooms),
         )
         if absent
     )
-    if missing or start_at is None or end_at is None or attendees is None:
+    if missing or start_at is None or end_at is None:
         return Clarification(missing, language, problem)
     return BookingRequest(
         start_at=start_at,
@@ -103,6 +106,7 @@ def parse_booking_request(
         equipment=equipment,
         room_code=room_code,
         language=language,
+        room_codes=room_codes,
     )
 
 
