@@ -83,7 +83,7 @@ class Booking(models.Model):
     cancel_key = models.CharField(
         max_length=200,
         blank=True,
-        default="",
+        db_default="",  # the reserve's hand-written INSERT does not name it
         help_text="Idempotency key of the call that cancelled it (receipt lookup by key).",
     )
 

@@ -112,7 +112,9 @@ def booking_lookup_cancel(*, idempotency_key: str) -> Booking | None:
     with transaction.atomic(), connection.cursor() as cursor:
         # A cancel holds its key for milliseconds; one that holds it longer is stuck somewhere,
         # and "unknown" (raised as OperationalError) is the honest answer, not a hung worker.
-        cursor.execute("SET LOCAL lock_timeout = %s", [f"{CANCEL_LOOKUP_WAIT_MS}ms"])
+        cursor.execute(
+            "SELECT set_config('lock_timeout', %s, true)", [f"{CANCEL_LOOKUP_WAIT_MS}ms"]
+        )
         cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [idempotency_key])
         return Booking.objects.select_related("room").filter(cancel_key=idempotency_key).first()
 

@@ -13,6 +13,9 @@ Callers hold the run lock (runtime.locks) and are inside a transaction.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from agentops import registry
 from agentops.contract import ReplyKind, canonical_json
 from agentops.models import (
@@ -54,14 +57,27 @@ def _undos(run: AgentRun) -> list[Action]:
     return list(run.actions.filter(compensates__isnull=False).order_by("turn", "call_index"))
 
 
-def run_end(run: AgentRun, to: RunStatus, *, outcome: RunOutcome, reply: str) -> None:
+def run_end(
+    run: AgentRun,
+    to: RunStatus,
+    *,
+    outcome: RunOutcome,
+    reply: str,
+    gone: Iterable[Any] = (),
+) -> None:
     """End a run that did not succeed (``to`` failed or cancelled). A run holding confirmed
     writes with a registered compensation, or a write still in flight, goes ``compensating``
     first: it ends once the writes are settled and undone (or ``rollback_pending`` when an undo
-    fails). Calls that have not started never will."""
+    fails). Calls that have not started never will. ``gone``: ids of writes the verifier found
+    no longer holding (the world undid them already): nothing of theirs is undone."""
     actions_cancel_unstarted(run)
+    skip = {str(pk) for pk in gone}
     writes = _writes(run) if run.kind == RunKind.ASSISTANT else []
-    to_undo = [w for w in writes if w.status == ActionStatus.SUCCEEDED and w.compensation]
+    for write in writes:
+        if str(write.pk) in skip and write.compensation:
+            write.compensation |= {"skipped": "no longer holds"}  # nothing left to undo
+            write.save(update_fields=["compensation"])
+    to_undo = [w for w in writes if w.status == ActionStatus.SUCCEEDED and _undoable(w)]
     in_flight = [w for w in writes if w.status in _IN_FLIGHT]
     if not to_undo and not in_flight:
         run_move(run, to, outcome=outcome, reply=reply)
@@ -80,6 +96,10 @@ def run_end(run: AgentRun, to: RunStatus, *, outcome: RunOutcome, reply: str) ->
     saga_advance(run)
 
 
+def _undoable(write: Action) -> bool:
+    return bool(write.compensation) and not write.compensation.get("skipped")
+
+
 def saga_advance(run: AgentRun) -> None:
     """Take the next step of a compensating run: wait for writes in flight, register the undo of
     every confirmed write (last first), run them one at a time, then end the run."""
@@ -94,7 +114,7 @@ def saga_advance(run: AgentRun) -> None:
     to_undo = [
         w
         for w in writes
-        if w.status == ActionStatus.SUCCEEDED and w.compensation and w.pk not in undone
+        if w.status == ActionStatus.SUCCEEDED and _undoable(w) and w.pk not in undone
     ]
     if to_undo:
         _plan(run, list(reversed(to_undo)))
@@ -238,7 +258,9 @@ def _suspend(
         undo = by_write.get(write.pk)
         if undo is not None and undo.status == ActionStatus.SUCCEEDED and undo.pk not in bad:
             released.append(_label(write))
-        elif write.status in (ActionStatus.SUCCEEDED, ActionStatus.NEEDS_HUMAN):
+        elif write.status == ActionStatus.NEEDS_HUMAN or (
+            write.status == ActionStatus.SUCCEEDED and _undoable(write)
+        ):
             held.append(_label(write))
     evidence = [
         {

@@ -45,7 +45,7 @@ def finish_with_verification(run: AgentRun, step: Step) -> None:
     writes = run.actions.filter(
         readonly=False, status=ActionStatus.SUCCEEDED, compensates__isnull=True
     ).order_by("turn", "call_index")
-    summaries, problems = [], []
+    summaries, problems, gone = [], [], []
     for action in writes:
         spec = registry.get(action.tool)
         receipt = (action.result or {}).get("data") or {}
@@ -58,6 +58,7 @@ def finish_with_verification(run: AgentRun, step: Step) -> None:
         )
         if not verdict.holds:
             problems.append(verdict.detail)
+            gone.append(action.pk)
         elif spec.summarize is not None:
             summaries.append(spec.summarize(receipt, run.language))
         else:
@@ -69,7 +70,8 @@ def finish_with_verification(run: AgentRun, step: Step) -> None:
     )
     complete = step.outcome == StepOutcome.DONE and not _missing(delegation, writes)
     if problems:
-        run_end(run, RunStatus.FAILED, outcome=RunOutcome.VERIFICATION_FAILED, reply=nothing_done)
+        outcome = RunOutcome.VERIFICATION_FAILED
+        run_end(run, RunStatus.FAILED, outcome=outcome, reply=nothing_done, gone=gone)
     elif summaries and not complete:  # a part of a multi-write request: undone, not reported
         outcome = _STEP_OUTCOME[step.outcome]
         run_end(run, RunStatus.FAILED, outcome=outcome, reply=nothing_done)

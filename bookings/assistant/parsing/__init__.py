@@ -33,7 +33,7 @@ class BookingRequest:
     equipment: tuple[str, ...]
     room_code: str | None
     language: str
-    room_codes: tuple[str, ...] = ()  # every room named; two or more: a multi-room request
+    room_codes: tuple[str, ...] = ()  # a multi-room request: every room named (else empty)
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def parse_booking_request(
         equipment=equipment,
         room_code=room_code,
         language=language,
-        room_codes=room_codes,
+        room_codes=room_codes if several_rooms else (),
     )
 
 
