@@ -346,6 +346,15 @@ def booking_cancel(*, user: User, booking_code: str, idempotency_key: str = "") 
             gettext_noop("Only its requester or an admin may cancel it."),
             params={"code": booking_code},
         )
+    if idempotency_key and (
+        Booking.objects.filter(cancel_key=idempotency_key).exclude(pk=booking.pk).exists()
+    ):
+        raise BookingError(
+            "idempotency_key_reuse",
+            "idempotency_key_reuse",
+            gettext_noop("This idempotency key already cancelled another booking."),
+            gettext_noop("Use a new key for a new request."),
+        )
     if booking.status == BookingStatus.CANCELLED:
         return booking
     room.schedule_version += 1

@@ -293,6 +293,27 @@ def test_cancel_during_a_write_says_still_booked_when_the_release_fails(worker, 
     assert [p.run.pk for p in runs_rollback_pending()] == [run.pk]
 
 
+def test_cancel_during_a_write_whose_answer_is_lost_finds_it_by_key_and_releases_it(worker, e17):
+    run = cancel_while_writing(
+        e17,
+        faults=[
+            {"tool": "reserve_room", "kind": "pause_after_commit"},
+            {"tool": "reserve_room", "kind": "lose_receipt"},
+        ],
+    )
+    run = wait_for_run(run.pk)
+
+    booking = Booking.objects.get(requester=e17)
+    reserve = run.actions.get(tool="reserve_room")
+    assert run.status == "cancelled"
+    assert run.reply == f"Cancelled; {booking.code} had already been booked and was released."
+    lookup = run.events.get(kind="reconcile_lookup", action=reserve).payload
+    assert lookup["status"] == "found" and lookup["receipt"]["booking_id"] == booking.code
+    assert (reserve.status, reserve.attempts) == ("succeeded", 1)  # found, never run again
+    assert booking.status == "cancelled"
+    assert Booking.objects.filter(requester=e17).count() == 1
+
+
 def test_cancel_during_a_write_that_fails_says_nothing_was_booked(worker, e17, e23):
     run = run_start(
         user=e17,

@@ -10,6 +10,7 @@ from django.db import connection, transaction
 from agentops import registry
 from agentops.contract import ReceiptStatus
 from bookings import selectors
+from bookings.errors import BookingError
 from bookings.models import Booking, Room
 from bookings.services import booking_cancel
 from tests.bookings.factories import booking_create
@@ -96,3 +97,16 @@ def test_a_cancel_still_in_flight_is_unknown(e17, monkeypatch):
 
     assert unclear.status == ReceiptStatus.UNKNOWN
     assert lookup("k:compensate").status == ReceiptStatus.ABSENT  # once it let go
+
+
+def test_a_key_that_cancelled_one_booking_cannot_cancel_another(e17):
+    first = booking_create(requester=e17, room="R7", start_at=START, end_at=END)
+    other = booking_create(requester=e17, room="R9", start_at=START, end_at=END)
+    booking_cancel(user=e17, booking_code=first.code, idempotency_key="k")
+    version = Room.objects.get(code="R9").schedule_version
+
+    with pytest.raises(BookingError, match="already cancelled another booking"):
+        booking_cancel(user=e17, booking_code=other.code, idempotency_key="k")
+
+    assert Booking.objects.get(pk=other.pk).status == "confirmed"
+    assert Room.objects.get(code="R9").schedule_version == version
