@@ -16,8 +16,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.db import transaction
+
 from agentops import registry
-from agentops.contract import ReplyKind, canonical_json
+from agentops.contract import ReceiptStatus, ReplyKind, canonical_json, success
+from agentops.idempotency import idempotency_complete, idempotency_release
 from agentops.models import (
     Action,
     ActionStatus,
@@ -28,9 +31,15 @@ from agentops.models import (
     RunStatus,
 )
 from agentops.runtime.context import action_context
+from agentops.runtime.locks import lock_run
 from agentops.runtime.proposals import call_digest
 from agentops.runtime.queue import continue_action, enqueue_action
-from agentops.runtime.transitions import action_create, actions_cancel_unstarted, run_move
+from agentops.runtime.transitions import (
+    action_create,
+    action_move,
+    actions_cancel_unstarted,
+    run_move,
+)
 from agentops.trace import trace_append
 
 # A write whose outcome is not settled yet: the rollback waits for it.
@@ -53,8 +62,12 @@ def _writes(run: AgentRun) -> list[Action]:
 
 
 def _undos(run: AgentRun) -> list[Action]:
-    """The run's compensations, in the order they run (last write first)."""
-    return list(run.actions.filter(compensates__isnull=False).order_by("turn", "call_index"))
+    """The current compensation of each write being undone (a retried one supersedes the one
+    that failed), in the order they run: last write first."""
+    current: dict[Any, Action] = {}
+    for undo in run.actions.filter(compensates__isnull=False).order_by("turn", "call_index"):
+        current[undo.compensates_id] = undo
+    return sorted(current.values(), key=lambda u: (u.turn, u.call_index))
 
 
 def run_end(
@@ -134,6 +147,56 @@ def saga_advance(run: AgentRun) -> None:
             continue_action(queued[0].pk)
         return
     _finish(run, writes, undos)
+
+
+def saga_retry(*, run_id: Any, operator: Any) -> AgentRun:
+    """An operator retries a rollback that failed: the run goes compensating again and every
+    write not yet released gets a fresh compensation under the same key, last write first.
+
+    The key is settled from the tool's receipt lookup first, so the retry cannot undo twice:
+    found -> the retry replays that receipt; proven absent -> the key is free to run again.
+    A write whose own outcome still needs a human is left to the reconciliation queue. Safe to
+    call twice (only a run in rollback_pending moves)."""
+    with transaction.atomic():
+        run = lock_run(run_id)
+        if run.status != RunStatus.ROLLBACK_PENDING:
+            return run
+        writes = _writes(run)
+        if any(w.status == ActionStatus.NEEDS_HUMAN for w in writes):
+            return run
+        current = {u.compensates_id: u for u in _undos(run)}
+        redo = [
+            w
+            for w in reversed(writes)
+            if w.pk in current and current[w.pk].status != ActionStatus.SUCCEEDED
+        ]
+        for undo in current.values():
+            if undo.status == ActionStatus.QUEUED:  # superseded by the fresh plan below
+                action_move(undo, ActionStatus.CANCELLED)
+        for write in redo:
+            _settle_key(write.compensation["tool"], write.compensation["key"])
+        pending = run.events.filter(kind=EventKind.RUN_ROLLBACK_PENDING).order_by("-seq").first()
+        run_move(
+            run,
+            RunStatus.COMPENSATING,
+            reply=pending.payload.get("base_reply", "") if pending else "",
+            payload={
+                "retry_by": getattr(operator, "get_username", lambda: str(operator))(),
+                "to_undo": [w.idempotency_key for w in redo],
+            },
+        )
+        _plan(run, redo)
+        saga_advance(run)
+    return run
+
+
+def _settle_key(tool: str, key: str) -> None:
+    spec = registry.get(tool)
+    lookup = spec.lookup_receipt(key) if spec is not None and spec.lookup_receipt else None
+    if lookup is not None and lookup.status == ReceiptStatus.FOUND:
+        idempotency_complete(key=key, response=success(lookup.receipt))
+    elif lookup is not None and lookup.status == ReceiptStatus.ABSENT:
+        idempotency_release(key=key)
 
 
 def saga_resume(run: AgentRun) -> None:
@@ -294,5 +357,10 @@ def _suspend(
         run,
         RunStatus.ROLLBACK_PENDING,
         reply=reply,
-        payload={"released": released, "held": held, "evidence": evidence},
+        payload={
+            "released": released,
+            "held": held,
+            "evidence": evidence,
+            "base_reply": run.reply,  # what the run would have said; a retry starts from it
+        },
     )

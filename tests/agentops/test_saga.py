@@ -9,6 +9,7 @@ import pytest
 
 from agentops.models import Action, AgentRun, IdempotencyRecord
 from agentops.runtime.runs import run_cancel, run_start
+from agentops.runtime.saga import saga_retry
 from agentops.selectors import runs_rollback_pending
 from bookings.models import Booking, Room
 from bookings.services import booking_reserve
@@ -221,6 +222,38 @@ def test_a_failed_compensation_leaves_the_run_rollback_pending(worker, e17, e23,
     queue = runs_rollback_pending()
     assert [p.run.pk for p in queue] == [run.pk]
     assert queue[0].held == [r7.code] and queue[0].compensations == [undo]
+
+
+def test_an_operator_retry_of_a_failed_rollback_releases_and_ends_the_run(
+    worker, e17, e23, admin_user, settings
+):
+    settings.AGENT_RETRY_BACKOFF_SCALE = 0
+    run = run_start(
+        user=e17,
+        request_text=TWO_ROOMS_EN,
+        faults=[PAUSE_SECOND_RESERVE, CANCEL_ALWAYS_FAILS],
+    )
+    booked_while_paused(run, rival=e23, room="R9")
+    run = wait_for_run(run.pk, statuses=("rollback_pending", "failed", "cancelled"))
+    AgentRun.objects.filter(pk=run.pk).update(faults=[])  # the booking service is back
+    version = Room.objects.get(code="R7").schedule_version
+
+    saga_retry(run_id=run.pk, operator=admin_user)
+    run = wait_for_run(run.pk)
+    saga_retry(run_id=run.pk, operator=admin_user)  # a second click changes nothing
+
+    r7 = Booking.objects.get(requester=e17)
+    assert (run.status, run.outcome) == ("failed", "gave_up")
+    failed, retried = run.actions.filter(tool="cancel_booking").order_by("turn")
+    assert (failed.status, retried.status) == ("failed", "succeeded")
+    assert failed.idempotency_key == retried.idempotency_key == r7.cancel_key
+    assert r7.status == "cancelled"
+    assert Room.objects.get(code="R7").schedule_version == version + 1  # one cancel
+    assert run.events.filter(kind="run_compensating").count() == 2
+    assert run.events.filter(kind="run_compensating").last().payload["retry_by"] == "admin"
+    assert run.reply.startswith("Nothing was booked") and "was released" in run.reply
+    assert "still booked" not in run.reply
+    assert runs_rollback_pending() == []
 
 
 def test_a_retried_compensation_does_not_cancel_twice(worker, e17, e23):
