@@ -3,13 +3,14 @@ write per room, and the gate holds each write to those rooms."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from agentops import gate, registry
-from agentops.contract import Delegation, ScopeError
+from agentops.contract import Compensation, Delegation, ScopeError
 from bookings.assistant import ASSISTANT
 from bookings.assistant.parsing import BookingRequest, Clarification, parse_booking_request
 
@@ -91,3 +92,15 @@ def test_the_gate_holds_each_write_to_the_named_rooms(room, refused):
     if refused:
         assert verdict.error.code == "resource_differs"
     assert gate.check_scope(spec, args, several, writes_so_far=2) is not None  # two at most
+
+
+def test_a_compensation_must_name_a_registered_write_tool(monkeypatch):
+    registry.check_compensations()  # the booking tools: reserve_room undone by cancel_booking
+    spec = registry.get("reserve_room")
+    wrong = Compensation(tool="get_booking", arguments=lambda r: r, label=lambda r: "")
+    monkeypatch.setitem(
+        registry._TOOLS, "reserve_room", dataclasses.replace(spec, compensate=wrong)
+    )
+
+    with pytest.raises(ValueError, match="compensated by get_booking"):
+        registry.check_compensations()
