@@ -154,6 +154,21 @@ def test_second_write_fails_so_the_first_is_released(worker, e17, e23):
     assert f"{r7.code} had already been booked and was released." in run.reply
 
 
+def test_a_budget_that_runs_out_after_the_first_room_releases_it(worker, e17):
+    """Three proposals allowed: the search, R7, then R9 is one too many: the run ends."""
+    before = versions()
+    run = wait_for_run(
+        run_start(user=e17, request_text=TWO_ROOMS_EN, budgets={"max_proposals": 2}).pk
+    )
+
+    assert (run.status, run.outcome) == ("failed", "budget_exhausted")
+    r7 = Booking.objects.get(requester=e17)
+    assert r7.status == "cancelled" and r7.cancel_key.endswith(":compensate")
+    assert calls(run)[-1] == ("cancel_booking", r7.code, "succeeded")
+    assert versions()["R7"] == before["R7"] + 2 and versions()["R9"] == before["R9"]
+    assert f"{r7.code} had already been booked and was released." in run.reply
+
+
 def test_three_rooms_are_released_last_first(worker, e17, e23):
     run = run_start(
         user=e17,
