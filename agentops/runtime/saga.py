@@ -42,8 +42,11 @@ from agentops.runtime.transitions import (
 )
 from agentops.trace import trace_append
 
-# A write whose outcome is not settled yet: the rollback waits for it.
+# A call whose outcome is not settled yet.
 _IN_FLIGHT = frozenset({ActionStatus.RUNNING, ActionStatus.UNKNOWN_OUTCOME})
+# A write the rollback waits for: it never undoes blind (seed 001: an unknown response is looked
+# up first). One that needs a human waits for the operators' decision.
+_UNSETTLED_WRITE = _IN_FLIGHT | {ActionStatus.NEEDS_HUMAN}
 _UNDO_FAILED = frozenset(
     {
         ActionStatus.FAILED,
@@ -91,7 +94,7 @@ def run_end(
             write.compensation |= {"skipped": "no longer holds"}  # nothing left to undo
             write.save(update_fields=["compensation"])
     to_undo = [w for w in writes if w.status == ActionStatus.SUCCEEDED and _undoable(w)]
-    in_flight = [w for w in writes if w.status in _IN_FLIGHT]
+    in_flight = [w for w in writes if w.status in _UNSETTLED_WRITE]
     if not to_undo and not in_flight:
         run_move(run, to, outcome=outcome, reply=reply)
         return
@@ -119,7 +122,7 @@ def saga_advance(run: AgentRun) -> None:
     if run.status != RunStatus.COMPENSATING:
         return
     writes = _writes(run)
-    if any(w.status in _IN_FLIGHT for w in writes):
+    if any(w.status in _UNSETTLED_WRITE for w in writes):
         return  # its outcome decides whether there is something to undo
     undone = set(
         run.actions.filter(compensates__isnull=False).values_list("compensates_id", flat=True)
@@ -132,9 +135,7 @@ def saga_advance(run: AgentRun) -> None:
     if to_undo:
         _plan(run, list(reversed(to_undo)))
     undos = _undos(run)
-    if any(u.status in _UNDO_FAILED for u in undos) or any(
-        w.status == ActionStatus.NEEDS_HUMAN for w in writes
-    ):
+    if any(u.status in _UNDO_FAILED for u in undos):
         _suspend(run, writes, undos)
         return
     if any(u.status in _IN_FLIGHT for u in undos):
@@ -312,7 +313,7 @@ def _finish(run: AgentRun, writes: list[Action], undos: list[Action]) -> None:
 def _suspend(
     run: AgentRun, writes: list[Action], undos: list[Action], unverified: list[Action] = ()
 ) -> None:
-    """An undo failed (or a write's outcome needs a human): the run waits in rollback_pending,
+    """An undo failed: the run waits in rollback_pending,
     with the evidence, and the reply says what is still held."""
     by_write = {u.compensates_id: u for u in undos}
     bad = {u.pk for u in unverified}
@@ -321,9 +322,7 @@ def _suspend(
         undo = by_write.get(write.pk)
         if undo is not None and undo.status == ActionStatus.SUCCEEDED and undo.pk not in bad:
             released.append(_label(write))
-        elif write.status == ActionStatus.NEEDS_HUMAN or (
-            write.status == ActionStatus.SUCCEEDED and _undoable(write)
-        ):
+        elif write.status == ActionStatus.SUCCEEDED and _undoable(write):
             held.append(_label(write))
     evidence = [
         {
@@ -337,10 +336,6 @@ def _suspend(
             "verified": u.pk not in bad if u.status == ActionStatus.SUCCEEDED else None,
         }
         for u in undos
-    ] + [
-        {"action": str(w.pk), "key": w.idempotency_key, "status": w.status}
-        for w in writes
-        if w.status == ActionStatus.NEEDS_HUMAN
     ]
     parts = [
         _sentences(run, ReplyKind.RELEASED, released),

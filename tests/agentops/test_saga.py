@@ -5,8 +5,11 @@ recorder (keyed, traced, verified); a release that fails leaves the run rollback
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
+from agentops import registry
 from agentops.models import Action, AgentRun, IdempotencyRecord
 from agentops.runtime.runs import run_cancel, run_start
 from agentops.runtime.saga import saga_retry
@@ -360,6 +363,33 @@ def test_cancel_during_a_write_whose_answer_is_lost_finds_it_by_key_and_releases
     assert (reserve.status, reserve.attempts) == ("succeeded", 1)  # found, never run again
     assert booking.status == "cancelled"
     assert Booking.objects.filter(requester=e17).count() == 1
+
+
+def test_cancel_during_a_write_whose_outcome_is_unknown_looks_it_up_and_never_retries(
+    worker, e17, monkeypatch
+):
+    """The write times out without having run: after the cancel, the lookup proves it absent,
+    so it is dropped (a cancelled run writes nothing more) instead of being run again."""
+    spec = registry.get("reserve_room")
+    slow = dataclasses.replace(spec.meta, estimated_latency_ms=1000)  # a 3 s timeout
+    monkeypatch.setitem(registry._TOOLS, "reserve_room", dataclasses.replace(spec, meta=slow))
+    run = run_start(
+        user=e17, request_text=ONE_ROOM, faults=[{"tool": "reserve_room", "kind": "timeout"}]
+    )
+    wait_until(
+        lambda: Action.objects.filter(run=run, tool="reserve_room", status="running").exists(),
+        message="the reserve to start",
+    )
+    run = run_cancel(run_id=run.pk, user=e17)
+    assert run.status == "compensating"
+    run = wait_for_run(run.pk)
+
+    reserve = run.actions.get(tool="reserve_room")
+    assert (run.status, run.reply) == ("cancelled", "Cancelled; nothing was booked.")
+    assert (reserve.status, reserve.attempts) == ("cancelled", 1)
+    assert run.events.get(kind="reconcile_lookup", action=reserve).payload["status"] == "absent"
+    assert not run.events.filter(kind="reconcile_retry").exists()
+    assert not Booking.objects.exists()
 
 
 def test_cancel_during_a_write_that_fails_says_nothing_was_booked(worker, e17, e23):
