@@ -18,6 +18,8 @@ class RunStatus(models.TextChoices):
 
 
 TERMINAL_RUN_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
+# A run being rolled back (runtime.saga): only its compensations run; nothing else continues.
+ROLLBACK_RUN_STATUSES = frozenset({RunStatus.COMPENSATING, RunStatus.ROLLBACK_PENDING})
 
 
 class RunKind(models.TextChoices):

@@ -80,7 +80,9 @@ def action_reconcile(action_id: Any) -> None:
                 payload={"key": action.idempotency_key},
             )
             if run.status == RunStatus.COMPENSATING:
-                action_settled(run, action)  # the rollback waits for a human: rollback_pending
+                # The saga decides: an undo nobody can confirm -> rollback_pending; a write
+                # of the run -> the rollback waits for the operators' decision on it.
+                action_settled(run, action)
                 return
             run.reply = still_checking(run)
             run.save(update_fields=["reply", "updated_at"])

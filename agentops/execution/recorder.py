@@ -44,6 +44,7 @@ from agentops.idempotency import (
     request_digest,
 )
 from agentops.models import (
+    ROLLBACK_RUN_STATUSES,
     Action,
     ActionStatus,
     AgentRun,
@@ -67,9 +68,6 @@ from agentops.runtime.transitions import action_move, run_move
 from agentops.runtime.verifier import action_context
 from agentops.trace import trace_append
 from approvals.services import STALE_CODES
-
-# A run being rolled back runs only its compensations.
-_ENDING = frozenset({RunStatus.COMPENSATING, RunStatus.ROLLBACK_PENDING})
 
 
 @dataclass(frozen=True)
@@ -121,7 +119,7 @@ def begin_locked(run: AgentRun, action: Action, *, recheck: bool = True) -> Star
     is cancelled or refused, and the run goes on)."""
     spec = registry.get(action.tool)
     undo = action.compensates_id is not None
-    if run.is_terminal or (run.status in _ENDING and not undo):
+    if run.is_terminal or (run.status in ROLLBACK_RUN_STATUSES and not undo):
         action_move(action, ActionStatus.CANCELLED)
         trace_append(
             run=run,
@@ -269,7 +267,7 @@ def finish_locked(run: AgentRun, action: Action, called: Called) -> None:
         and run.kind == RunKind.ASSISTANT
         and action.attempts <= MAX_YELLOW_RETRIES
         and not run.is_terminal
-        and (run.status not in _ENDING or action.compensates_id is not None)
+        and (run.status not in ROLLBACK_RUN_STATUSES or action.compensates_id is not None)
     )
     to = {
         Signal.GREEN: ActionStatus.SUCCEEDED,

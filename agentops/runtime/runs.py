@@ -29,6 +29,7 @@ from agentops.contract import (
 )
 from agentops.models import (
     OPEN_ACTION_STATUSES,
+    ROLLBACK_RUN_STATUSES,
     UNSETTLED_ACTION_STATUSES,
     WRITE_COUNTING_STATUSES,
     Action,
@@ -167,14 +168,10 @@ def run_cancel(*, run_id: Any, user: Any) -> AgentRun:
     what became of them, from the verified state."""
     with transaction.atomic():
         run = AgentRun.objects.select_for_update().get(pk=run_id, subject=user)
-        if not run.is_terminal and run.status not in _ENDING:
+        if not run.is_terminal and run.status not in ROLLBACK_RUN_STATUSES:
             reply = registry.assistant().reply(ReplyKind.CANCELLED, language=run.language)
             run_end(run, RunStatus.CANCELLED, outcome=RunOutcome.CANCELLED_BY_USER, reply=reply)
     return run
-
-
-# A run already being rolled back: a cancel has nothing left to stop.
-_ENDING = frozenset({RunStatus.COMPENSATING, RunStatus.ROLLBACK_PENDING})
 
 
 # --- one step: model -> gate -> actions -------------------------------------------------------
@@ -333,7 +330,7 @@ def advance_locked(run: AgentRun, turn: int) -> None:
 def action_settled(run: AgentRun, action: Action) -> None:
     """An action has finished an attempt (or was refused right before it): continue the run.
     The caller holds the run lock and has moved the action already."""
-    if run.status in _ENDING or action.compensates_id is not None:
+    if run.status in ROLLBACK_RUN_STATUSES or action.compensates_id is not None:
         if action.status == ActionStatus.UNKNOWN_OUTCOME:
             enqueue_reconcile(action.pk)  # a rollback waits for what really happened
         elif action.status != ActionStatus.QUEUED:  # else a retry is scheduled

@@ -6,10 +6,13 @@ recorder (keyed, traced, verified); a release that fails leaves the run rollback
 from __future__ import annotations
 
 import dataclasses
+from datetime import timedelta
 
 import pytest
+from django.utils import timezone
 
-from agentops import registry
+from agentops import registry, sweeper
+from agentops.contract import success
 from agentops.models import Action, AgentRun, IdempotencyRecord
 from agentops.runtime.runs import run_cancel, run_start
 from agentops.runtime.saga import saga_retry
@@ -429,3 +432,62 @@ def test_cancel_in_chinese_is_worded_in_chinese(worker, e17):
     booking = Booking.objects.get(requester=e17)
     assert run.status == "cancelled" and booking.status == "cancelled"
     assert booking.code in run.reply and "已取消" in run.reply and "释放" in run.reply
+
+
+def test_the_sweeper_resumes_a_rollback_a_dead_worker_left(worker, e17):
+    """A worker died right after registering R7's release: nobody runs it until the sweeper
+    puts it back on the queue."""
+    run = AgentRun.objects.create(
+        subject=e17,
+        goal=TWO_ROOMS_EN,
+        model_name="rules",
+        delegation={"tools": ["reserve_room"], "max_writes": 2, "resources": ["R7", "R9"]},
+        budgets={},
+        policy_version="test",
+        deadline=timezone.now() + timedelta(minutes=5),
+        status="compensating",
+        outcome="gave_up",
+        reply="Nothing was booked.",
+        turn=3,
+    )
+    key = f"{run.pk}:2:0"
+    booking = booking_reserve(
+        user=e17, room_code="R7", start_at=START, end_at=END, attendees=4, idempotency_key=key
+    ).booking
+    write = Action.objects.create(
+        run=run,
+        turn=2,
+        call_index=0,
+        tool="reserve_room",
+        params={"room_id": "R7"},
+        params_digest="x",
+        readonly=False,
+        status="succeeded",
+        idempotency_key=key,
+        compensation={"tool": "cancel_booking", "key": f"{key}:compensate"},
+        result=success({"booking_id": booking.code, "room_id": "R7"}),
+    )
+    Action.objects.create(
+        run=run,
+        turn=3,
+        call_index=0,
+        tool="cancel_booking",
+        params={"booking_id": booking.code},
+        params_digest="y",
+        readonly=False,
+        status="queued",
+        idempotency_key=f"{key}:compensate",
+        compensates=write,
+        task_id="enqueued",  # sent by the worker that died: never delivered
+    )
+    AgentRun.objects.filter(pk=run.pk).update(updated_at=timezone.now() - timedelta(minutes=1))
+
+    assert sweeper.sweep()["rollbacks"] == 1
+    run = wait_for_run(run.pk)
+
+    booking.refresh_from_db()
+    assert (run.status, booking.status) == ("failed", "cancelled")
+    assert booking.cancel_key == f"{key}:compensate"
+    assert (
+        run.reply == f"Nothing was booked. {booking.code} had already been booked and was released."
+    )
