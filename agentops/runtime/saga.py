@@ -19,7 +19,7 @@ from typing import Any
 from django.db import transaction
 
 from agentops import registry
-from agentops.contract import ReceiptStatus, ReplyKind, canonical_json, success
+from agentops.contract import ReceiptLookup, ReceiptStatus, ReplyKind, canonical_json, success
 from agentops.idempotency import idempotency_complete, idempotency_release
 from agentops.models import (
     Action,
@@ -158,6 +158,13 @@ def saga_retry(*, run_id: Any, operator: Any) -> AgentRun:
     found -> the retry replays that receipt; proven absent -> the key is free to run again.
     A write whose own outcome still needs a human is left to the reconciliation queue. Safe to
     call twice (only a run in rollback_pending moves)."""
+    # Looked up before the lock: a lookup may wait for a call in flight under the key.
+    lookups = {
+        u.idempotency_key: _lookup(u.tool, u.idempotency_key)
+        for u in Action.objects.filter(
+            run_id=run_id, compensates__isnull=False, status__in=_UNDO_FAILED
+        )
+    }
     with transaction.atomic():
         run = lock_run(run_id)
         if run.status != RunStatus.ROLLBACK_PENDING:
@@ -175,7 +182,12 @@ def saga_retry(*, run_id: Any, operator: Any) -> AgentRun:
             if undo.status == ActionStatus.QUEUED:  # superseded by the fresh plan below
                 action_move(undo, ActionStatus.CANCELLED)
         for write in redo:
-            _settle_key(write.compensation["tool"], write.compensation["key"])
+            key = write.compensation["key"]
+            lookup = lookups.get(key)
+            if lookup is not None and lookup.status == ReceiptStatus.FOUND:
+                idempotency_complete(key=key, response=success(lookup.receipt))
+            elif lookup is not None and lookup.status == ReceiptStatus.ABSENT:
+                idempotency_release(key=key)
         pending = run.events.filter(kind=EventKind.RUN_ROLLBACK_PENDING).order_by("-seq").first()
         run_move(
             run,
@@ -191,13 +203,9 @@ def saga_retry(*, run_id: Any, operator: Any) -> AgentRun:
     return run
 
 
-def _settle_key(tool: str, key: str) -> None:
+def _lookup(tool: str, key: str) -> ReceiptLookup | None:
     spec = registry.get(tool)
-    lookup = spec.lookup_receipt(key) if spec is not None and spec.lookup_receipt else None
-    if lookup is not None and lookup.status == ReceiptStatus.FOUND:
-        idempotency_complete(key=key, response=success(lookup.receipt))
-    elif lookup is not None and lookup.status == ReceiptStatus.ABSENT:
-        idempotency_release(key=key)
+    return spec.lookup_receipt(key) if spec is not None and spec.lookup_receipt else None
 
 
 def saga_resume(run: AgentRun) -> None:
