@@ -10,12 +10,16 @@ class RunStatus(models.TextChoices):
     RUNNING = "running"
     WAITING_APPROVAL = "waiting_approval"
     RECONCILING = "reconciling"
+    COMPENSATING = "compensating"  # ending: its confirmed writes are being undone (a saga)
+    ROLLBACK_PENDING = "rollback_pending"  # an undo failed: a human finishes the rollback
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
 
 
 TERMINAL_RUN_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
+# A run being rolled back (runtime.saga): only its compensations run; nothing else continues.
+ROLLBACK_RUN_STATUSES = frozenset({RunStatus.COMPENSATING, RunStatus.ROLLBACK_PENDING})
 
 
 class RunKind(models.TextChoices):
@@ -156,6 +160,9 @@ class EventKind(models.TextChoices):
     APPROVAL_REQUESTED = "approval_requested"
     APPROVAL_DECIDED = "approval_decided"
     APPROVAL_FROZEN = "approval_frozen"
+    RUN_COMPENSATING = "run_compensating"
+    COMPENSATION_PLANNED = "compensation_planned"
+    RUN_ROLLBACK_PENDING = "run_rollback_pending"
     RUN_FINISHED = "run_finished"
 
 
@@ -174,6 +181,19 @@ class Action(models.Model):
     risk_reasons = models.JSONField(default=list, blank=True)
     observed_version = models.IntegerField(null=True, blank=True)
     idempotency_key = models.CharField(max_length=200, blank=True)
+    compensation = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The undo registered with this write before it ran: tool and key.",
+    )
+    compensates = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="compensations",
+        help_text="The write this call undoes (a saga's compensation).",
+    )
     status = models.CharField(max_length=20, choices=ActionStatus.choices)
     attempts = models.PositiveSmallIntegerField(default=0)
     result = models.JSONField(

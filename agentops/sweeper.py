@@ -25,9 +25,10 @@ from agentops.models import (
     RunKind,
     RunStatus,
 )
-from agentops.runtime.locks import lock_action
+from agentops.runtime.locks import lock_action, lock_run
 from agentops.runtime.queue import enqueue_action, enqueue_reconcile, enqueue_step
 from agentops.runtime.runs import advance
+from agentops.runtime.saga import saga_resume
 from agentops.runtime.timing import ABANDONED_CLAIM_AFTER, STALE_AFTER
 from agentops.trace import trace_append
 from approvals.services import approvals_expire_due
@@ -70,6 +71,13 @@ def sweep() -> dict[str, int]:
         else:
             advance(run.pk, run.turn)
     counts["ended_sessions"] = mcp_sessions_expire(now=now)
+    counts["rollbacks"] = 0
+    for run_id in AgentRun.objects.filter(
+        status=RunStatus.COMPENSATING, updated_at__lt=stale
+    ).values_list("pk", flat=True):
+        counts["rollbacks"] += 1
+        with transaction.atomic():
+            saga_resume(lock_run(run_id))
     counts["settled_claims"] = _settle_abandoned_claims(now)
     counts["expired_approvals"] = approvals_expire_due(now=now)
     IdempotencyRecord.objects.filter(expires_at__lt=now).delete()

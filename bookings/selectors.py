@@ -131,6 +131,23 @@ def booking_lookup_receipt(*, idempotency_key: str) -> Booking | None:
         return booking_get_by_key(idempotency_key=idempotency_key)
 
 
+CANCEL_LOOKUP_WAIT_MS = 2000
+
+
+def booking_lookup_cancel(*, idempotency_key: str) -> Booking | None:
+    """The booking a cancel under this key cancelled, after any in-flight cancel of the key has
+    committed or aborted (booking_cancel holds the key's advisory lock until commit): None
+    proves that no cancel of this key has committed so far."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        # A cancel holds its key for milliseconds; one that holds it longer is stuck somewhere,
+        # and "unknown" (raised as OperationalError) is the honest answer, not a hung worker.
+        cursor.execute(
+            "SELECT set_config('lock_timeout', %s, true)", [f"{CANCEL_LOOKUP_WAIT_MS}ms"]
+        )
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [idempotency_key])
+        return Booking.objects.select_related("room").filter(cancel_key=idempotency_key).first()
+
+
 @dataclass(frozen=True)
 class BookingPage:
     items: list[Booking]

@@ -44,6 +44,7 @@ from agentops.idempotency import (
     request_digest,
 )
 from agentops.models import (
+    ROLLBACK_RUN_STATUSES,
     Action,
     ActionStatus,
     AgentRun,
@@ -118,18 +119,21 @@ def begin_locked(run: AgentRun, action: Action, *, recheck: bool = True) -> Star
     """Start a queued action. The caller holds the run lock. None if it must not run (then it
     is cancelled or refused, and the run goes on)."""
     spec = registry.get(action.tool)
-    if run.is_terminal:
+    undo = action.compensates_id is not None
+    if run.is_terminal or (run.status in ROLLBACK_RUN_STATUSES and not undo):
         action_move(action, ActionStatus.CANCELLED)
         trace_append(
             run=run,
             kind=EventKind.EXECUTION_SKIPPED,
             action=action,
-            payload={"why": "run is terminal"},
+            payload={"why": "run is terminal" if run.is_terminal else "run is rolling back"},
         )
         return None
     args = spec.input_model.model_validate_json(canonical_json(action.params))
     ctx = action_context(run, action)
-    refusal = _precheck(run, action, spec, ctx, args) if recheck else None
+    # A compensation is the host's undo of the run's own confirmed write, outside what the
+    # request delegated by nature; the tool still checks who may do it (e.g. one's own booking).
+    refusal = _precheck(run, action, spec, ctx, args) if recheck and not undo else None
     now = timezone.now()
     if refusal is not None and refusal.code in STALE_CODES:
         # A genuine approval that no longer fits: kept as evidence, the action frozen until a
@@ -264,6 +268,7 @@ def finish_locked(run: AgentRun, action: Action, called: Called) -> None:
         and run.kind == RunKind.ASSISTANT
         and action.attempts <= MAX_YELLOW_RETRIES
         and not run.is_terminal
+        and (run.status not in ROLLBACK_RUN_STATUSES or action.compensates_id is not None)
     )
     to = {
         Signal.GREEN: ActionStatus.SUCCEEDED,

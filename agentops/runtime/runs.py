@@ -29,6 +29,7 @@ from agentops.contract import (
 )
 from agentops.models import (
     OPEN_ACTION_STATUSES,
+    ROLLBACK_RUN_STATUSES,
     UNSETTLED_ACTION_STATUSES,
     WRITE_COUNTING_STATUSES,
     Action,
@@ -51,8 +52,9 @@ from agentops.runtime.queue import (
     enqueue_reconcile,
     enqueue_step,
 )
+from agentops.runtime.saga import run_end, saga_advance
 from agentops.runtime.timing import DEFAULT_BUDGETS, Budgets
-from agentops.runtime.transitions import action_move, actions_cancel_unstarted, run_move
+from agentops.runtime.transitions import action_move, run_move
 from agentops.trace import trace_append
 from approvals.models import RequestStatus
 from approvals.selectors import approval_request_latest
@@ -175,12 +177,14 @@ def run_start(
 
 
 def run_cancel(*, run_id: Any, user: Any) -> AgentRun:
+    """Cancel the user's run. Calls that have not started never will; a write in flight is
+    waited for, and the writes the run confirmed are released (runtime.saga): the reply says
+    what became of them, from the verified state."""
     with transaction.atomic():
         run = AgentRun.objects.select_for_update().get(pk=run_id, subject=user)
-        if not run.is_terminal:
-            actions_cancel_unstarted(run)
+        if not run.is_terminal and run.status not in ROLLBACK_RUN_STATUSES:
             reply = registry.assistant().reply(ReplyKind.CANCELLED, language=run.language)
-            run_move(run, RunStatus.CANCELLED, outcome=RunOutcome.CANCELLED_BY_USER, reply=reply)
+            run_end(run, RunStatus.CANCELLED, outcome=RunOutcome.CANCELLED_BY_USER, reply=reply)
     return run
 
 
@@ -188,8 +192,11 @@ def run_cancel(*, run_id: Any, user: Any) -> AgentRun:
 
 
 def writes_used(run: AgentRun) -> int:
-    """Writes that used the run's allowance. A refused or failed write wrote nothing."""
-    return run.actions.filter(readonly=False, status__in=WRITE_COUNTING_STATUSES).count()
+    """Writes that used the run's allowance. A refused or failed write wrote nothing; a
+    compensation is the host's undo, not a write of the request."""
+    return run.actions.filter(
+        readonly=False, status__in=WRITE_COUNTING_STATUSES, compensates__isnull=True
+    ).count()
 
 
 def run_step(run_id: Any, turn: int) -> None:
@@ -337,6 +344,12 @@ def advance_locked(run: AgentRun, turn: int) -> None:
 def action_settled(run: AgentRun, action: Action) -> None:
     """An action has finished an attempt (or was refused right before it): continue the run.
     The caller holds the run lock and has moved the action already."""
+    if run.status in ROLLBACK_RUN_STATUSES or action.compensates_id is not None:
+        if action.status == ActionStatus.UNKNOWN_OUTCOME:
+            enqueue_reconcile(action.pk)  # a rollback waits for what really happened
+        elif action.status != ActionStatus.QUEUED:  # else a retry is scheduled
+            saga_advance(run)
+        return
     if action.status == ActionStatus.UNKNOWN_OUTCOME:
         if run.status == RunStatus.RUNNING:
             run_move(run, RunStatus.RECONCILING, payload={"key": action.idempotency_key})
@@ -445,12 +458,11 @@ def action_approval_settled(action_id: Any) -> None:
             reply = registry.assistant().reply(
                 ReplyKind.APPROVAL_EXPIRED, language=run.language, detail=what
             )
-            run_move(run, RunStatus.FAILED, outcome=RunOutcome.APPROVAL_EXPIRED, reply=reply)
+            run_end(run, RunStatus.FAILED, outcome=RunOutcome.APPROVAL_EXPIRED, reply=reply)
             return
         elif request.status == RequestStatus.WITHDRAWN:  # the requester took it back
-            actions_cancel_unstarted(run)
             reply = registry.assistant().reply(ReplyKind.CANCELLED, language=run.language)
-            run_move(run, RunStatus.CANCELLED, outcome=RunOutcome.CANCELLED_BY_USER, reply=reply)
+            run_end(run, RunStatus.CANCELLED, outcome=RunOutcome.CANCELLED_BY_USER, reply=reply)
             return
         else:
             return

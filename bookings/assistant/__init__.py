@@ -38,13 +38,15 @@ class BookingAssistant:
             return RequestReading(
                 Delegation(tools=READ_TOOLS, max_writes=0), parsed.language, understood
             )
+        several = len(parsed.room_codes) > 1  # one run, one booking per room, all or nothing
         delegation = Delegation(
             tools=BOOKING_TOOLS,
-            max_writes=1,
+            max_writes=len(parsed.room_codes) if several else 1,
             window=(parsed.start_at, parsed.end_at),
             attendees=parsed.attendees,
             equipment=frozenset(parsed.equipment),
-            resource=parsed.room_code,
+            resource=None if several else parsed.room_code,
+            resources=frozenset(parsed.room_codes) if several else frozenset(),
         )
         understood = {
             "start_at": parsed.start_at.isoformat(),
@@ -53,6 +55,7 @@ class BookingAssistant:
             "equipment": list(parsed.equipment),
             "room": parsed.room_code,
             "another_room": parsed.another_room,
+            **({"rooms": list(parsed.room_codes)} if several else {}),
         }
         return RequestReading(delegation, parsed.language, understood)
 
@@ -79,6 +82,9 @@ class BookingAssistant:
             "tell them and book nothing unless they asked for another room.",
             "When nothing is booked, say what stood in the way as the tool results show it "
             "(named_room, largest_capacity, the refusal's message).",
+            "When the delegation lists several resources, the user wants every one of those "
+            "rooms: reserve them one at a time; if one cannot be had, stop and say so (the host "
+            "releases the rooms already booked).",
         ]
 
 

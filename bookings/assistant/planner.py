@@ -10,7 +10,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from agentops.contract import ModelContext, Observation, Proposal, Step, StepOutcome
-from bookings.assistant import replies
+from bookings.assistant import multiroom, replies
 from bookings.assistant.parsing import BookingRequest, parse_booking_request
 from bookings.rules import MAX_ATTENDEES
 
@@ -27,6 +27,8 @@ class RulesPlanner:
             message = replies.clarifying_question(parsed, asker=ctx.subject.get("employee_id", ""))
             outcome = StepOutcome.GAVE_UP if parsed.problem and not parsed.missing else None
             return Step(message=message, outcome=outcome or StepOutcome.ASK_USER)
+        if len(parsed.room_codes) > 1:  # several named rooms: one run, one booking per room
+            return multiroom.propose(ctx, parsed)
         search = {
             "start_at": parsed.start_at.isoformat(),
             "end_at": parsed.end_at.isoformat(),

@@ -210,6 +210,13 @@ def search_refused(language: str, envelope: dict) -> str:
         return _("The room search was refused: %(message)s") % {"message": refusal_text(envelope)}
 
 
+def rooms_not_free(language: str, *, rooms: list[str]) -> str:
+    with in_language(language):
+        return _("%(rooms)s is not free for that time, so I booked none of the rooms.") % {
+            "rooms": _join(rooms)
+        }
+
+
 def booking_refused(language: str, envelope: dict) -> str:
     with in_language(language):
         return _("The booking was refused: %(message)s") % {"message": refusal_text(envelope)}
@@ -224,12 +231,28 @@ _STOP_REASONS = {
 }
 
 
+# A multi-room request is all or nothing: when it ends without all its rooms, or is cancelled,
+# the bookings it made are released (the runtime's saga); these say what became of each one.
+_ROLLBACK = {
+    ReplyKind.RELEASED: lambda: _("%(code)s had already been booked and was released."),
+    ReplyKind.STILL_HELD: lambda: _(
+        "%(code)s had already been booked and is still booked: releasing it failed, "
+        "and an operator will release it."
+    ),
+    ReplyKind.NONE_HELD: lambda: _("nothing was booked."),
+}
+
+
 def reply(kind: ReplyKind, *, language: str, detail: str = "") -> str:
     with in_language(language):
         if kind == ReplyKind.NOTHING_DONE:
             return sentences(_("Nothing was booked."), detail.strip())
         if kind == ReplyKind.CANCELLED:
+            if detail:  # what became of the run's bookings, from the verified state
+                return _("Cancelled; %(outcome)s") % {"outcome": detail}
             return pgettext("run", "Cancelled.")
+        if kind in _ROLLBACK:
+            return _ROLLBACK[kind]() % {"code": detail}
         if kind == ReplyKind.APPROVAL_EXPIRED:
             return _("%(what)s needed approval and nobody decided in time; nothing was booked.") % {
                 "what": detail

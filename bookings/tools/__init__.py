@@ -84,7 +84,7 @@ TOOLS = [
         ),
         lookup_receipt=adapters.reserve_lookup_receipt,
         verify=adapters.reserve_verify,
-        compensate=adapters.reserve_compensate,
+        compensate=adapters.RESERVE_COMPENSATION,
         assess_risk=adapters.reserve_risk,
         environment_version=adapters.reserve_environment_version,
         summarize=adapters.reserve_summarize,

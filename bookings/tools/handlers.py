@@ -160,7 +160,9 @@ def reserve_room(ctx: CallContext, args: ReserveRoomInput) -> dict[str, Any]:
 
 @_domain_errors
 def cancel_booking(ctx: CallContext, args: BookingRef) -> dict[str, Any]:
-    booking = services.booking_cancel(user=ctx.user, booking_code=args.booking_id)
+    booking = services.booking_cancel(
+        user=ctx.user, booking_code=args.booking_id, idempotency_key=ctx.idempotency_key
+    )
     return success(BookingOut.model_validate(booking_out(booking)).model_dump(mode="json"))
 
 

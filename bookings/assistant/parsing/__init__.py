@@ -17,7 +17,7 @@ from bookings.assistant.parsing.intent import (
     wants_another_room,
     wants_cancel_or_change,
 )
-from bookings.assistant.parsing.text import CJK, extract_equipment, extract_room_code, normalize
+from bookings.assistant.parsing.text import CJK, extract_equipment, extract_room_codes, normalize
 from bookings.assistant.parsing.times import (
     END_BEFORE_START,
     NO_END,
@@ -37,11 +37,12 @@ FOR_SOMEONE_ELSE = "for_someone_else"  # it books only for the person asking
 class BookingRequest:
     start_at: datetime
     end_at: datetime
-    attendees: int
+    attendees: int | None  # None only when several rooms are named (each is booked whole)
     equipment: tuple[str, ...]
     room_code: str | None
     language: str
     another_room: bool = False  # asked for a room in addition to one already held
+    room_codes: tuple[str, ...] = ()  # a multi-room request: every room named (else empty)
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,9 @@ def parse_booking_request(
     beneficiary = named_beneficiary(normalized)
     if beneficiary is not None:
         return Clarification((), language, FOR_SOMEONE_ELSE, named=beneficiary)
-    room_code, rest = extract_room_code(normalized)
+    room_codes, rest = extract_room_codes(normalized)
+    room_code = room_codes[0] if room_codes else None
+    several_rooms = len(room_codes) > 1
     equipment = extract_equipment(rest)
     day, rest = extract_date(rest, today)
     span, rest = extract_time_span(rest, text_period(normalized))
@@ -114,11 +117,11 @@ def parse_booking_request(
         for name, absent in (
             ("date", day is None),
             ("time", problem is not None or span.start is None or span.end is None),
-            ("attendees", attendees is None),
+            ("attendees", attendees is None and not several_rooms),
         )
         if absent
     )
-    if missing or start_at is None or end_at is None or attendees is None:
+    if missing or start_at is None or end_at is None:
         return Clarification(missing, language, problem)
     return BookingRequest(
         start_at=start_at,
@@ -128,6 +131,7 @@ def parse_booking_request(
         room_code=room_code,
         language=language,
         another_room=wants_another_room(normalized),
+        room_codes=room_codes if several_rooms else (),
     )
 
 
