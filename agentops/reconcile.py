@@ -24,10 +24,19 @@ from accounts.services import audit_record
 from agentops import registry
 from agentops.contract import Reason, ReceiptLookup, ReceiptStatus, failure, success
 from agentops.idempotency import idempotency_complete, idempotency_release
-from agentops.models import Action, ActionStatus, AgentRun, EventKind, RunOutcome, RunStatus
+from agentops.models import (
+    ROLLBACK_RUN_STATUSES,
+    Action,
+    ActionStatus,
+    AgentRun,
+    EventKind,
+    RunOutcome,
+    RunStatus,
+)
 from agentops.runtime.locks import lock_action
 from agentops.runtime.queue import enqueue_action, enqueue_reconcile_resume
 from agentops.runtime.runs import action_settled
+from agentops.runtime.saga import saga_retry
 from agentops.runtime.timing import MAX_RECONCILE_RETRIES, OPERATOR_DECISION_WINDOW
 from agentops.runtime.transitions import action_move
 from agentops.runtime.verifier import finish_unverified, still_checking
@@ -97,20 +106,33 @@ def action_reconcile(action_id: Any) -> None:
             action_settled(run, action)
         elif (
             lookup.status == ReceiptStatus.ABSENT
+            and run.status == RunStatus.COMPENSATING
+            and action.compensates_id is None
+        ):
+            # Proven not written, and its run is being rolled back: it never will be.
+            action_move(action, ActionStatus.CANCELLED)
+            action_settled(run, action)
+        elif (
+            lookup.status == ReceiptStatus.ABSENT
             and action.attempts <= MAX_RECONCILE_RETRIES
             and not run.is_terminal
         ):
             _retry(run, action)
         else:
             action_move(action, ActionStatus.NEEDS_HUMAN)
-            run.reply = still_checking(run)
-            run.save(update_fields=["reply", "updated_at"])
             trace_append(
                 run=run,
                 kind=EventKind.RECONCILE_NEEDS_HUMAN,
                 action=action,
                 payload={"key": action.idempotency_key},
             )
+            if run.status == RunStatus.COMPENSATING:
+                # The saga decides: an undo nobody can confirm -> rollback_pending; a write
+                # of the run -> the rollback waits for the operators' decision on it.
+                action_settled(run, action)
+                return
+            run.reply = still_checking(run)
+            run.save(update_fields=["reply", "updated_at"])
 
 
 # --- human decisions from the operators' queue -------------------------------------------------
@@ -210,8 +232,9 @@ def action_reconcile_resume(action_id: Any) -> None:
         if locked is None:
             return
         run, action = locked
-        if action.status == ActionStatus.SUCCEEDED and run.status == RunStatus.RECONCILING:
-            action_settled(run, action)
+        waiting = run.status == RunStatus.RECONCILING or run.status in ROLLBACK_RUN_STATUSES
+        if action.status == ActionStatus.SUCCEEDED and waiting:
+            action_settled(run, action)  # a rollback then releases the accepted write
 
 
 def _record_decision(
@@ -257,7 +280,9 @@ def _abandon(run: AgentRun, action: Action) -> None:
     action_move(action, ActionStatus.FAILED, result=envelope)
     # The key answers the same from now on: a replay gets the abandonment, never a new write.
     idempotency_complete(key=action.idempotency_key, response=envelope)
-    if not run.is_terminal:
+    if run.status in ROLLBACK_RUN_STATUSES:
+        action_settled(run, action)  # a rollback waiting on this write goes on without it
+    elif not run.is_terminal:
         finish_unverified(run, RunOutcome.ABANDONED)
 
 
@@ -282,3 +307,30 @@ def _done_message(decision: Decision) -> str:
     if decision == Decision.RETRY:
         return gettext("Retrying with the same key.")
     return gettext("Abandoned; the requester is told it was not done.")
+
+
+def rollback_retry_decide(*, run_id: Any, operator: User) -> DecisionResult:
+    """An operator retries the failed release of a run in ``rollback_pending``
+    (`runtime.saga.saga_retry`: each key is settled from its receipt lookup first, so nothing is
+    undone twice), audited in the same transaction. A refusal writes nothing."""
+    if not may_reconcile(user=operator):
+        return _refused("forbidden", gettext("Only operators and admins decide unclear writes."))
+    with transaction.atomic():
+        run = AgentRun.objects.filter(pk=run_id).first()
+        if run is None or run.status != RunStatus.ROLLBACK_PENDING:
+            return _refused("not_waiting", gettext("This run no longer waits for a decision."))
+        run = saga_retry(run_id=run.pk, operator=operator)
+        if run.status != RunStatus.COMPENSATING:
+            transaction.set_rollback(True)
+            return _refused(
+                "write_unsettled",
+                gettext("A write of this run still waits for a decision above: settle it first."),
+            )
+        audit_record(
+            actor=operator,
+            action=AuditAction.ROLLBACK_RESOLVED,
+            target=f"run:{run.pk}",
+            run_id=run.pk,
+            detail={"decision": "retry_release"},
+        )
+    return DecisionResult(True, "retry_release", gettext("Retrying the release."))

@@ -11,7 +11,7 @@ from datetime import datetime
 from django.contrib.auth.models import Group
 from django.db import connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
-from django.db.models import Exists, OuterRef, Q, Value
+from django.db.models import Exists, Max, OuterRef, Q, Value
 from django.utils import timezone
 
 from accounts.models import Role, User
@@ -53,22 +53,57 @@ def room_search(
         status=BookingStatus.CONFIRMED,
         during__overlap=DateTimeTZRange(start_at, end_at, "[)"),
     )
-    in_sandbox = (
-        Exists(Group.objects.filter(user__pk=user.pk, name=Role.SANDBOX))
-        if user is not None
-        else Value(False)
-    )
     rooms = (
         Room.objects.filter(bookable=True, capacity__gte=attendees, equipment__contains=wanted)
-        .filter(sandbox=in_sandbox)
+        .filter(sandbox=_in_sandbox(user))
         .filter(~Exists(taken))
         .order_by("capacity", "code")
     )
     return [RoomAvailability(room=r, version=r.schedule_version, observed_at=now) for r in rooms]
 
 
-def room_get(*, code: str) -> Room | None:
-    return Room.objects.filter(code=code).first()
+def _in_sandbox(user: User | None) -> Exists | Value:
+    """Whether ``user`` is a drill identity, as an expression evaluated in the caller's
+    statement (no query of its own); no user: the real rooms' side."""
+    if user is None:
+        return Value(False)
+    return Exists(Group.objects.filter(user__pk=user.pk, name=Role.SANDBOX))
+
+
+def room_get(*, code: str, user: User | None = None) -> Room | None:
+    """The room of this code on ``user``'s side of the sandbox line (None: no such room)."""
+    return Room.objects.filter(code=code, sandbox=_in_sandbox(user)).first()
+
+
+def room_is_free(*, room: Room, start_at: datetime, end_at: datetime) -> bool:
+    """No confirmed booking of ``room`` overlaps the window."""
+    return not Booking.objects.filter(
+        room=room,
+        status=BookingStatus.CONFIRMED,
+        during__overlap=DateTimeTZRange(start_at, end_at, "[)"),
+    ).exists()
+
+
+def room_largest_capacity(*, user: User | None = None) -> int | None:
+    """How many people the largest bookable room seats (None: no bookable room), on
+    ``user``'s side of the sandbox line."""
+    rooms = Room.objects.filter(bookable=True, sandbox=_in_sandbox(user))
+    return rooms.aggregate(largest=Max("capacity"))["largest"]
+
+
+def booking_list_overlapping(
+    *, user: User, start_at: datetime, end_at: datetime, limit: int = 5
+) -> list[Booking]:
+    """The user's confirmed bookings (any room) that overlap the window, earliest first."""
+    return list(
+        Booking.objects.select_related("room")
+        .filter(
+            requester=user,
+            status=BookingStatus.CONFIRMED,
+            during__overlap=DateTimeTZRange(start_at, end_at, "[)"),
+        )
+        .order_by("during", "id")[:limit]
+    )
 
 
 def room_policy_facts(*, code: str) -> tuple[bool, str] | None:
@@ -111,6 +146,23 @@ def booking_lookup_receipt(*, idempotency_key: str) -> Booking | None:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [idempotency_key])
         return booking_get_by_key(idempotency_key=idempotency_key)
+
+
+CANCEL_LOOKUP_WAIT_MS = 2000
+
+
+def booking_lookup_cancel(*, idempotency_key: str) -> Booking | None:
+    """The booking a cancel under this key cancelled, after any in-flight cancel of the key has
+    committed or aborted (booking_cancel holds the key's advisory lock until commit): None
+    proves that no cancel of this key has committed so far."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        # A cancel holds its key for milliseconds; one that holds it longer is stuck somewhere,
+        # and "unknown" (raised as OperationalError) is the honest answer, not a hung worker.
+        cursor.execute(
+            "SELECT set_config('lock_timeout', %s, true)", [f"{CANCEL_LOOKUP_WAIT_MS}ms"]
+        )
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [idempotency_key])
+        return Booking.objects.select_related("room").filter(cancel_key=idempotency_key).first()
 
 
 @dataclass(frozen=True)

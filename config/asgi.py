@@ -37,17 +37,21 @@ from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from agentops.live.routing import websocket_urlpatterns as run_routes  # noqa: E402
+from agentops.mcp.server import mcp_mount  # noqa: E402
 from approvals.routing import websocket_urlpatterns as approval_routes  # noqa: E402
 
 # On a developer's machine the app serves its own static files; behind a proxy in production
 # (SERVE_STATIC=false) the proxy serves `collectstatic`'s output.
 http_app = ASGIStaticFilesHandler(django_asgi) if settings.SERVE_STATIC else django_asgi
 
-application = ProtocolTypeRouter(
-    {
-        "http": http_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(run_routes + approval_routes))
-        ),
-    }
+# /mcp: the MCP server (streamable HTTP, bearer tokens); everything else as before.
+application = mcp_mount(
+    ProtocolTypeRouter(
+        {
+            "http": http_app,
+            "websocket": AllowedHostsOriginValidator(
+                AuthMiddlewareStack(URLRouter(run_routes + approval_routes))
+            ),
+        }
+    )
 )

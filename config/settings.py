@@ -217,6 +217,14 @@ AGENT_SWEEP_SECONDS = int(os.environ.get("AGENT_SWEEP_SECONDS", "30"))
 # that count retries set 0 to retry at once.
 AGENT_RETRY_BACKOFF_SCALE = 1.0
 
+# --- MCP (agentops/mcp): the server at /mcp, and the gateway to third-party MCP servers ---
+# TEST ONLY, off by default: the username that unauthenticated MCP requests act as (the MCP
+# conformance suite's client sends no Authorization header). Never set it in production.
+MCP_INSECURE_DEMO_USER = os.environ.get("MCP_INSECURE_DEMO_USER", "")
+# Third-party MCP servers behind the gateway: a JSON list (or `@path/to/file.json`) of
+# {"name", "url" | "command": [...], "tools": {tool: patch}}; see README "MCP gateway".
+MCP_GATEWAY_SERVERS = os.environ.get("MCP_GATEWAY_SERVERS", "")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

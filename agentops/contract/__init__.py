@@ -29,6 +29,7 @@ from agentops.contract.planning import (
 )
 from agentops.contract.tools import (
     CallContext,
+    Compensation,
     Handler,
     ReceiptLookup,
     ReceiptStatus,
@@ -43,6 +44,7 @@ from agentops.contract.tools import (
 __all__ = [
     "Assistant",
     "CallContext",
+    "Compensation",
     "Delegation",
     "Drill",
     "DrillCall",

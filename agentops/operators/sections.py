@@ -12,6 +12,7 @@ from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy
 
 from agentops.operators import selectors
+from agentops.selectors import runs_rollback_pending
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,17 @@ SECTIONS: list[QueueSection] = [
         template="agentops/operators/_unclear_write.html",
         items=selectors.actions_needing_human,
         count=selectors.actions_needing_human_count,
+    ),
+    QueueSection(
+        key="rollbacks",
+        title=gettext_lazy("Rollbacks that failed"),
+        explanation=gettext_lazy(
+            "Runs that could not finish and whose bookings could not all be released. Retrying "
+            "asks each release's lookup first, so nothing is released twice."
+        ),
+        template="agentops/operators/_rollback.html",
+        items=runs_rollback_pending,
+        count=selectors.rollbacks_pending_count,
     ),
 ]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from django.utils.translation import gettext_lazy
 
 from agentops.contract import ReceiptLookup, ReceiptStatus
-from agentops.models import Action, ActionStatus
+from agentops.models import Action, ActionStatus, AgentRun, RunStatus
 from agentops.reconcile import DECISION_LABELS, Decision, decisions_allowed, receipt_lookup
 
 QUEUE_LIMIT = 50
@@ -56,3 +56,7 @@ def actions_needing_human(*, limit: int = QUEUE_LIMIT) -> list[UnclearWrite]:
 
 def actions_needing_human_count() -> int:
     return Action.objects.filter(status=ActionStatus.NEEDS_HUMAN).count()
+
+
+def rollbacks_pending_count() -> int:
+    return AgentRun.objects.filter(status=RunStatus.ROLLBACK_PENDING).count()

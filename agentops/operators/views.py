@@ -13,7 +13,12 @@ from django_htmx.middleware import HtmxDetails
 
 from accounts.models import User
 from agentops.operators.sections import SECTIONS, queue_count
-from agentops.reconcile import action_reconcile_decide, may_reconcile
+from agentops.reconcile import (
+    DecisionResult,
+    action_reconcile_decide,
+    may_reconcile,
+    rollback_retry_decide,
+)
 
 
 class AuthedRequest(HttpRequest):
@@ -49,6 +54,18 @@ def decide(request: AuthedRequest, action_id: str) -> HttpResponse:
     result = action_reconcile_decide(
         action_id=action_id, operator=request.user, decision=request.POST.get("decision", "")
     )
+    return _decided(request, result)
+
+
+@require_POST
+@login_required
+def rollback_retry(request: AuthedRequest, run_id: str) -> HttpResponse:
+    if not may_reconcile(user=request.user):
+        return _forbidden(request)
+    return _decided(request, rollback_retry_decide(run_id=run_id, operator=request.user))
+
+
+def _decided(request: AuthedRequest, result: DecisionResult) -> HttpResponse:
     if request.htmx:  # the list again, with the outcome above it
         context = _queue_context() | {"result": result, "waiting": queue_count()}
         return render(request, "agentops/operators/queue.html#sections", context)

@@ -38,6 +38,11 @@ class Budgets:
 
 DEFAULT_BUDGETS = Budgets()
 DIRECT_BUDGETS = Budgets(max_turns=1, max_proposals=1, max_tool_calls=1, deadline_s=60)
+# One MCP session (a run of kind mcp): every tools/call is a turn; the deadline bounds the
+# session and every approval asked in it.
+MCP_SESSION_BUDGETS = Budgets(
+    max_turns=200, max_proposals=200, max_tool_calls=200, deadline_s=8 * 3600
+)
 
 LOOP_LIMIT = 5  # the same call proposed this many times in a run aborts it
 MAX_YELLOW_RETRIES = 3  # transient failures: attempts 2..4

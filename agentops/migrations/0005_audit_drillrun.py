@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agentops', '0002_ops_reconcile_decisions'),
+        ('agentops', '0004_saga_compensation'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
