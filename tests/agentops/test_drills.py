@@ -125,6 +125,13 @@ def test_sandbox_rooms_are_invisible_to_normal_searches_and_drill_users_see_only
     assert normal == as_e17 and "R7" in normal and not normal & {"R9007", "R9009"}
     assert drill == {"R9007", "R9009"}
     assert not drill_user.has_usable_password()
+    # The search's other facts stay on each side of the line too.
+    from bookings.selectors import room_get, room_largest_capacity
+
+    assert room_get(code="R9007", user=e17) is None and room_get(code="R9007") is None
+    assert room_get(code="R7", user=drill_user) is None
+    assert room_get(code="R9007", user=drill_user).sandbox
+    assert (room_largest_capacity(user=e17), room_largest_capacity(user=drill_user)) == (16, 6)
 
 
 @pytest.mark.django_db
