@@ -11,5 +11,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("bookings.urls")),
     path("", include("agentops.api.urls")),
+    path("", include("agentops.urls")),
     path("", include("approvals.urls")),
 ]
