@@ -116,7 +116,7 @@ def _receipt(data: dict[str, Any]) -> dict[str, Any] | None:
     return data | {"start": _when(data.get("start_at")), "end": _when(data.get("end_at"))}
 
 
-def event_fragment(event: dict[str, Any], *, language: str) -> str:
+def event_fragment(event: dict[str, Any], *, run_id: str, language: str) -> str:
     """The out-of-band swaps that add one event to an open card (htmx ws extension)."""
     with override(language):
-        return render_to_string(f"{CARD_TEMPLATE}#push", {"e": event_view(event)})
+        return render_to_string(f"{CARD_TEMPLATE}#push", {"e": event_view(event), "run_id": run_id})

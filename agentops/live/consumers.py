@@ -87,6 +87,8 @@ class RunTraceConsumer(AsyncJsonWebsocketConsumer):
             return
         self.last_seq = event["seq"]
         if self.html:
-            await self.send(text_data=event_fragment(event, language=self.language))
+            await self.send(
+                text_data=event_fragment(event, run_id=self.run_id, language=self.language)
+            )
         else:
             await self.send_json(event)
