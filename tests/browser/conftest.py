@@ -5,14 +5,21 @@ CI installs Debian's chromium; a machine without /usr/bin/chromium skips these t
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.db import connections
+from django.conf import settings
+from django.db import connection, connections
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -65,6 +72,50 @@ def browser_page(request: pytest.FixtureRequest, live_server) -> Iterator:
             # Inside sync_playwright the test runs in another context, hence on another
             # database connection: close it here, or the test database cannot be dropped.
             connections.close_all()
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgresql://{auth}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+@pytest.fixture
+def asgi_server(transactional_db, tmp_path):
+    """uvicorn serving config.asgi against the test database; its URL."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = os.environ | {
+        "DATABASE_URL": _database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "SERVE_STATIC": "true",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+    }
+    log = (tmp_path / "uvicorn.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "config.asgi:application", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise AssertionError(f"uvicorn did not start: {(tmp_path / 'uvicorn.log').read_text()}")
+        time.sleep(0.1)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        connection.close()
 
 
 from tests.agentops.conftest import celery_worker_thread, worker  # noqa: E402, F401  (shared)

@@ -12,7 +12,6 @@ from agentops.redis_client import get_redis
 from bookings.models import Booking
 from tests.agentops.conftest import _wait_until_idle, wait_for_run
 from tests.browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
-from tests.browser.test_live_inbox import asgi_server  # noqa: F401  (the uvicorn fixture)
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("rooms")]
 
