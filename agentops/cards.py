@@ -7,6 +7,7 @@ shown as they were recorded."""
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from datetime import datetime
 from typing import Any
 
@@ -116,7 +117,22 @@ def _receipt(data: dict[str, Any]) -> dict[str, Any] | None:
     return data | {"start": _when(data.get("start_at")), "end": _when(data.get("end_at"))}
 
 
+# Every page watching a run gets the same fragment of an event (events never change): one
+# render per event and language per process, not one per watcher (bench/trace_latency.py).
+_FRAGMENTS: OrderedDict[tuple[str, int, str], str] = OrderedDict()
+_FRAGMENTS_KEPT = 2048
+
+
 def event_fragment(event: dict[str, Any], *, run_id: str, language: str) -> str:
     """The out-of-band swaps that add one event to an open card (htmx ws extension)."""
-    with override(language):
-        return render_to_string(f"{CARD_TEMPLATE}#push", {"e": event_view(event), "run_id": run_id})
+    key = (run_id, event["seq"], language)
+    fragment = _FRAGMENTS.get(key)
+    if fragment is None:
+        with override(language):
+            fragment = render_to_string(
+                f"{CARD_TEMPLATE}#push", {"e": event_view(event), "run_id": run_id}
+            )
+        _FRAGMENTS[key] = fragment
+        if len(_FRAGMENTS) > _FRAGMENTS_KEPT:
+            _FRAGMENTS.popitem(last=False)
+    return fragment
