@@ -145,7 +145,6 @@ async def subscriber(
     url: str, cookie: str, origin: str, last: int, html: bool, ready: asyncio.Event
 ) -> dict[int, float]:
     from websockets.asyncio.client import connect
-
     from websockets.exceptions import ConnectionClosed
 
     received: dict[int, float] = {}
