@@ -37,6 +37,7 @@ class Shutdown:
         self.services: devservers.Services | None = None
         self.requested = False
         self.stopping = False
+        self.pidfile = var / "run.pid"
 
     def on_signal(self, signum: int, frame: object) -> None:
         self.requested = True
@@ -66,7 +67,10 @@ class Shutdown:
                     child.kill()
                     child.wait()
         finally:
-            self._services_down()
+            try:
+                self._services_down()
+            finally:
+                self.pidfile.unlink(missing_ok=True)
 
     def _services_down(self) -> None:
         if self.services is None:
@@ -108,6 +112,8 @@ def main() -> int:
     stop = Shutdown(var)
     stop.install()
     children = stop.children
+    var.mkdir(parents=True, exist_ok=True)
+    stop.pidfile.write_text(f"{os.getpid()}\n")  # `kill "$(cat var/run.pid)"` stops it all
     try:
         services = stop.services = devservers.up(var)
         stop.check()

@@ -62,6 +62,7 @@ def test_sigterm_twice_to_the_process_group_stops_both_embedded_servers(var):
         pg_port = devservers._pg_running(var / "pgdata")
         redis_port = devservers._redis_running(var / "redis")
         assert pg_port and redis_port
+        assert (var / "run.pid").read_text().strip() == str(proc.pid)
 
         os.killpg(proc.pid, signal.SIGTERM)
         wait_for(lambda: "Stopping" in log.read_text(), 30, "never stopped", proc, log)
@@ -72,6 +73,7 @@ def test_sigterm_twice_to_the_process_group_stops_both_embedded_servers(var):
             os.killpg(proc.pid, signal.SIGKILL)
 
     assert log.read_text().count("Stopping") == 1
+    assert not (var / "run.pid").exists()
     assert devservers._pg_running(var / "pgdata") is None
     assert devservers._redis_running(var / "redis") is None
     assert not devservers.port_open(pg_port)
