@@ -16,6 +16,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import override
 
 from agentops.models import EventKind, RunStatus
+from approvals.models import RequestStatus
 
 CARD_TEMPLATE = "agentops/_run_card.html"
 
@@ -44,6 +45,12 @@ CHECK_LABELS = {
     "budget": _("budget"),
     "loop": _("repeated call"),
     "policy": _("policy"),
+}
+
+LOOKUP_LABELS = {
+    "found": _("it was done"),
+    "absent": _("nothing was written"),
+    "unknown": _("still unclear"),
 }
 
 # The run's status after an event of this kind (run_finished carries its own).
@@ -103,6 +110,12 @@ def event_view(event: dict[str, Any]) -> dict[str, Any]:
         view["receipt"] = _receipt(data)
     elif kind == EventKind.RECONCILE_LOOKUP:
         view["receipt"] = _receipt(_dict(payload.get("receipt")))
+        view["lookup"] = LOOKUP_LABELS.get(payload.get("status"), payload.get("status"))
+    elif kind == EventKind.APPROVAL_DECIDED:
+        decided = payload.get("status")
+        view["decided"] = (
+            RequestStatus(decided).label if decided in RequestStatus.values else decided
+        )
     elif kind == EventKind.APPROVAL_REQUESTED:
         view["deadline"] = _when(payload.get("deadline"))
     status = payload.get("status") if kind == EventKind.RUN_FINISHED else _STATUS_AFTER.get(kind)
