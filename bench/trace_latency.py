@@ -13,6 +13,9 @@ subscriber notes when each event arrived. Measured in the same run:
 - baseline: a bare channel-layer `group_send` -> `receive` round trip to as many channels of
   one group (the Redis hop every push takes), p50/p95.
 
+A discarded warm-up (20 events each way) goes first: the first fragment compiles the card's
+template, and on a busy machine that stall alone backs the paced phase up for seconds.
+
     make bench-trace                                   # throwaway embedded servers
     .venv/bin/python bench/trace_latency.py [--subscribers 50] [--events 200] [--burst 200]
 
@@ -284,6 +287,8 @@ def main() -> None:
                 **common, events=args.burst, interval=0, html=True
             ),
         }
+        for html in (True, False):  # discarded: template compilation, first connections
+            asyncio.run(phase(**common, events=20, interval=interval, html=html))
         for name in args.phases.split(","):
             result[name] = asyncio.run(phases[name]())
             print(name, json.dumps(result[name]), file=sys.stderr, flush=True)
