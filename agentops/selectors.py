@@ -47,7 +47,3 @@ def runs_of_user(*, user: Any, limit: int = 20) -> list[AgentRun]:
             :limit
         ]
     )
-
-
-def run_events(*, run_id: Any, limit: int = 500) -> list[dict[str, Any]]:
-    return run_events_after(run_id=run_id, after=0, limit=limit)
