@@ -40,7 +40,7 @@ def run_get_for_viewer(*, run_id: Any, user: Any) -> AgentRun | None:
     return None
 
 
-def runs_of_user(*, user: Any, limit: int = 20) -> list[AgentRun]:
+def run_list_for_user(*, user: Any, limit: int = 20) -> list[AgentRun]:
     """The user's assistant runs, newest first."""
     return list(
         AgentRun.objects.filter(subject=user, kind=RunKind.ASSISTANT).order_by("-created_at")[

@@ -19,7 +19,7 @@ from agentops.cards import event_view, status_view
 from agentops.forms import AssistantForm
 from agentops.models import AgentRun
 from agentops.runtime.runs import RunKeyReused, RunRateLimited, run_start
-from agentops.selectors import run_events_after, run_get_for_viewer, runs_of_user
+from agentops.selectors import run_events_after, run_get_for_viewer, run_list_for_user
 
 PAST_RUNS = 20
 
@@ -83,7 +83,7 @@ def _page(
         "error": error,
         "runs": [
             (past, status_view(past.status))
-            for past in runs_of_user(user=request.user, limit=PAST_RUNS)
+            for past in run_list_for_user(user=request.user, limit=PAST_RUNS)
         ],
         "card": card_context(run, language=get_language()) if run is not None else None,
     }
