@@ -148,12 +148,18 @@ DEFLATE = {"compression": "deflate"}  # what browsers negotiate; --no-deflate tu
 
 
 async def subscriber(
-    url: str, cookie: str, origin: str, last: int, html: bool, ready: asyncio.Event
-) -> dict[int, float]:
+    url: str,
+    cookie: str,
+    origin: str,
+    last: int,
+    html: bool,
+    ready: asyncio.Event,
+    received: dict[int, float],
+) -> None:
+    """Note into ``received`` when each event arrives, until the last one (or a timeout)."""
     from websockets.asyncio.client import connect
     from websockets.exceptions import ConnectionClosed
 
-    received: dict[int, float] = {}
     async with connect(
         url,
         origin=origin,
@@ -171,10 +177,9 @@ async def subscriber(
                     seq = json.loads(message)["seq"]
                 received[seq] = now
                 if seq >= last:
-                    return received
+                    return
         except ConnectionClosed:  # counted: its missing events show in `missing`
             received[-1] = 0.0
-    return received
 
 
 async def phase(
@@ -189,14 +194,19 @@ async def phase(
     url = f"ws://127.0.0.1:{port}/ws/runs/{run.pk}/?{query}"
     origin = f"http://127.0.0.1:{port}"
     readies = [asyncio.Event() for _ in range(subscribers)]
+    received: list[dict[int, float]] = [{} for _ in readies]
     tasks = [
-        asyncio.create_task(subscriber(url, cookie, origin, after + events, html, ready))
-        for ready in readies
+        asyncio.create_task(subscriber(url, cookie, origin, after + events, html, ready, got))
+        for ready, got in zip(readies, received, strict=True)
     ]
     await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), 60)
     await asyncio.sleep(0.5)  # every consumer has joined the group
     committed = await asyncio.to_thread(append_events, run.pk, events, interval)
-    received = await asyncio.wait_for(asyncio.gather(*tasks), 120)
+    # A socket still waiting after 60 s never got some event: counted in `missing`/`stalled`.
+    _, stalled = await asyncio.wait(tasks, timeout=60)
+    for task in stalled:
+        task.cancel()
+    await asyncio.gather(*stalled, return_exceptions=True)
     latencies = [
         (got[seq] - committed[seq]) * 1000 for got in received for seq in committed if seq in got
     ]
@@ -209,6 +219,7 @@ async def phase(
         "latency": summary(latencies),
         "missing": missing,
         "connections_lost": dropped,
+        "stalled_subscribers": len(stalled),
         "events_per_s_delivered_to_all": round(events / (last - first), 1),
         "events_per_s_committed": round(events / (max(committed.values()) - first), 1)
         if events > 1

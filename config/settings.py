@@ -149,6 +149,9 @@ CHANNEL_LAYERS = {
         "CONFIG": {
             "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
             "prefix": "agentops:channels",
+            # Messages waiting per socket before a push is dropped (the default, 100, dropped
+            # the last events of a burst for a slow page, which then missed the reply).
+            "capacity": 1000,
         },
     }
 }
