@@ -80,24 +80,19 @@ def _database_url() -> str:
     return f"postgresql://{auth}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
 
 
-@pytest.fixture
-def asgi_server(transactional_db, tmp_path):
-    """uvicorn serving config.asgi against the test database; its URL."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+def uvicorn_start(port: int, log: Path) -> subprocess.Popen:
+    """uvicorn serving config.asgi on ``port`` against the test database, once it answers."""
     env = os.environ | {
         "DATABASE_URL": _database_url(),
         "REDIS_URL": settings.REDIS_URL,
         "SERVE_STATIC": "true",
         "DJANGO_SETTINGS_MODULE": "config.settings",
     }
-    log = (tmp_path / "uvicorn.log").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "config.asgi:application", "--port", str(port)],
         cwd=ROOT,
         env=env,
-        stdout=log,
+        stdout=log.open("a"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
@@ -105,16 +100,29 @@ def asgi_server(transactional_db, tmp_path):
     while True:
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
+                return proc
         if time.monotonic() > deadline or proc.poll() is not None:
             proc.kill()
-            raise AssertionError(f"uvicorn did not start: {(tmp_path / 'uvicorn.log').read_text()}")
+            raise AssertionError(f"uvicorn did not start: {log.read_text()}")
         time.sleep(0.1)
+
+
+def uvicorn_stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture
+def asgi_server(transactional_db, tmp_path):
+    """uvicorn serving config.asgi against the test database; its URL."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = uvicorn_start(port, tmp_path / "uvicorn.log")
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        uvicorn_stop(proc)
         connection.close()
 
 

@@ -9,9 +9,13 @@ from django.test import Client
 
 from agentops.models import AgentRun
 from agentops.redis_client import get_redis
+from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
 from bookings.models import Booking
+from config import devservers
 from tests.agentops.conftest import _wait_until_idle, wait_for_run
-from tests.browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
+from tests.browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, uvicorn_start, uvicorn_stop
+from tests.conftest import slot
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("rooms")]
 
@@ -93,3 +97,52 @@ def test_a_double_click_on_submit_makes_one_run(e17, asgi_server):
             browser.close()
     assert AgentRun.objects.count() == 1
     get_redis().flushdb()  # its first step was never picked up: nothing left for later tests
+
+
+def test_a_card_that_lost_its_socket_resumes_after_its_last_event(worker, e17, approver, tmp_path):
+    """The card fills live up to "waiting for an approver"; the web server goes away, the
+    approver approves and the run finishes while nobody listens; when the server is back, the
+    page reconnects after the last event it shows and gets each missed event once, in order (a
+    reconnect from the first URL's `after` would repeat the events that came live)."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is not installed")
+    from playwright.sync_api import expect, sync_playwright
+
+    start, _ = slot(days=3, hour=10)
+    port = devservers.free_port()
+    base_url, log = f"http://127.0.0.1:{port}", tmp_path / "uvicorn.log"
+    server = uvicorn_start(port, log)
+    with sync_playwright() as playwright:
+        browser, page = chinese_page(playwright, base_url, e17)
+        try:
+            page.goto("/assistant/")
+            page.get_by_label("需要什么？").fill(
+                f"book R16 on {start:%Y-%m-%d} 10:00-11:00 for 4 people"
+            )
+            page.get_by_role("button", name="发送").click()
+            page.evaluate("window.stillTheSamePage = true")
+            expect(page.locator("#run-status")).to_have_text("等待审批人")  # came live
+            live = int(page.locator("#run-seq").get_attribute("data-last-seq"))
+            assert live > 1
+
+            uvicorn_stop(server)  # the socket drops; the extension keeps trying to reconnect
+            pending = ApprovalRequest.objects.get(status="pending")
+            decided = approval_decide(
+                request_id=pending.pk, approver=approver, approve=True, reason="ok"
+            )
+            assert decided.ok
+            run = wait_for_run(AgentRun.objects.get().pk)
+            assert run.status == "succeeded", run.reply
+            server = uvicorn_start(port, log)
+
+            expect(page.locator("#run-card [data-reply]")).to_be_visible(timeout=60_000)
+            shown = page.locator("#run-events > li").evaluate_all(
+                "items => items.map(i => Number(i.dataset.seq))"
+            )
+            assert shown == list(range(1, run.events.count() + 1))  # each once, in order
+            assert page.evaluate("window.stillTheSamePage") is True
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "assistant-reconnected.png"), full_page=True)
+        finally:
+            browser.close()
+            uvicorn_stop(server)
