@@ -75,6 +75,16 @@ def approval_audit_for(*, request_id: Any) -> list[ApprovalAudit]:
     return list(ApprovalAudit.objects.filter(request_id=request_id).select_related("actor"))
 
 
+def approval_pending_for_run(*, run_ref: str, approver: User) -> bool:
+    """Whether a request of this run waits for a decision this approver may take (not their
+    own): what lets an approver watch the run."""
+    return (
+        ApprovalRequest.objects.filter(run_ref=run_ref, status=RequestStatus.PENDING)
+        .exclude(requester=approver)
+        .exists()
+    )
+
+
 def approval_requests_for_run(*, run_ref: str) -> list[ApprovalRequest]:
     """Every approval request of one run (by the runtime's run reference), oldest first, with
     its signed record, approver and audit trail."""

@@ -1,5 +1,7 @@
 """`make run`: embedded servers (unless DATABASE_URL/REDIS_URL), migrations, demo data, a Celery
-worker with beat, and the ASGI web server. Ctrl-C stops every child it started."""
+worker with beat, and the ASGI web server. Ctrl-C, SIGTERM or SIGHUP (to the launcher or its
+whole process group, any number of times) stops every child it started and the embedded
+servers, once."""
 
 from __future__ import annotations
 
@@ -9,10 +11,76 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from config import devservers
 
 PY = sys.executable
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class StopRequested(Exception):  # noqa: N818 -- a request, not a failure
+    pass
+
+
+class Shutdown:
+    """Stops what the launcher started, exactly once, whatever signals arrive meanwhile.
+
+    A signal only records the request (the handler never raises, so no signal can cut the
+    launcher or its shutdown in half); the launcher checks it between steps and while it
+    waits. A process-group SIGTERM reaches the launcher together with its children, and a
+    second one often follows while it stops: that changes nothing."""
+
+    def __init__(self, var: Path) -> None:
+        self.var = var
+        self.children: list[subprocess.Popen] = []
+        self.services: devservers.Services | None = None
+        self.requested = False
+        self.stopping = False
+        self.pidfile = var / "run.pid"
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        self.requested = True
+
+    def install(self) -> None:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self.on_signal)
+
+    def check(self) -> None:
+        if self.requested:
+            raise StopRequested
+
+    def __call__(self) -> None:
+        if self.stopping:
+            return
+        self.stopping = True
+        print("Stopping the web server, the worker and the embedded servers...", file=sys.stderr)
+        sys.stderr.flush()
+        try:
+            for child in self.children:
+                if child.poll() is None:
+                    child.send_signal(signal.SIGTERM)
+            for child in self.children:
+                try:
+                    child.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+        finally:
+            try:
+                self._services_down()
+            finally:
+                self.pidfile.unlink(missing_ok=True)
+
+    def _services_down(self) -> None:
+        if self.services is None:
+            return
+        try:
+            if self.services.started_postgres:
+                devservers.stop_postgres(self.var)
+        finally:
+            if self.services.started_redis:
+                devservers.stop_redis(self.var)
 
 
 def _port_free(host: str, port: int) -> bool:
@@ -40,32 +108,27 @@ def main() -> int:
         )
         return 1
 
-    services = devservers.up(devservers.DEFAULT_VAR)
-    env = os.environ | {"DATABASE_URL": services.database_url, "REDIS_URL": services.redis_url}
-    env.setdefault("SERVE_STATIC", "true")  # no proxy in front of `make run`
-    children: list[subprocess.Popen] = []
-
-    def stop(*_: object) -> None:
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signal.SIGTERM)
-        for child in children:
-            try:
-                child.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                child.kill()
-        devservers.down(
-            devservers.DEFAULT_VAR,
-            postgres=services.started_postgres,
-            redis=services.started_redis,
-        )
-
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
+    var = Path(os.environ.get("AGENTOPS_VAR", devservers.DEFAULT_VAR))
+    stop = Shutdown(var)
+    stop.install()
+    children = stop.children
+    var.mkdir(parents=True, exist_ok=True)
+    stop.pidfile.write_text(f"{os.getpid()}\n")  # `kill "$(cat var/run.pid)"` stops it all
     try:
+        services = stop.services = devservers.up(var)
+        stop.check()
+        env = os.environ | {
+            "DATABASE_URL": services.database_url,
+            "REDIS_URL": services.redis_url,
+            "AGENTOPS_VAR": str(var),
+        }
+        env.setdefault("SERVE_STATIC", "true")  # no proxy in front of `make run`
         manage = [PY, "manage.py"]
         subprocess.run([*manage, "migrate", "--noinput"], env=env, check=True)
+        stop.check()
         subprocess.run([*manage, "seed_demo"], env=env, check=True)
-        beat_schedule = devservers.DEFAULT_VAR / "celerybeat-schedule"
+        stop.check()
+        beat_schedule = var / "celerybeat-schedule"
         children.append(
             subprocess.Popen(
                 [
@@ -103,10 +166,12 @@ def main() -> int:
         # Print the banner once the web server answers, after the worker's start-up chatter.
         deadline = time.monotonic() + 30
         while not devservers.port_open(port, host) and time.monotonic() < deadline:
+            stop.check()
             if any(child.poll() is not None for child in children):
                 break
             time.sleep(0.2)
         time.sleep(1.0)
+        stop.check()
         from bookings.demo import USERS, demo_password
 
         logins = "\n".join(f"    {u[0]:<6} {demo_password(u[0])}" for u in USERS)
@@ -118,12 +183,16 @@ def main() -> int:
             flush=True,
         )
         while all(child.poll() is None for child in children):
-            time.sleep(0.5)
+            stop.check()
+            time.sleep(0.2)
+        stop.check()
         print("A child process exited; stopping the rest.", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except StopRequested:
         return 0
     except subprocess.CalledProcessError as exc:
+        if stop.requested:  # the signal reached the setup step too
+            return 0
         print(f"Setup step failed: {' '.join(map(str, exc.cmd))}", file=sys.stderr)
         return 1
     finally:

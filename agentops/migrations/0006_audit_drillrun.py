@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agentops', '0004_saga_compensation'),
+        ('agentops', '0005_page_run_idempotency_key'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
