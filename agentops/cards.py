@@ -24,6 +24,8 @@ STATUS_LABELS = {
     RunStatus.RUNNING: _("working"),
     RunStatus.WAITING_APPROVAL: _("waiting for an approver"),
     RunStatus.RECONCILING: _("checking an unknown outcome"),
+    RunStatus.COMPENSATING: _("releasing what it booked"),
+    RunStatus.ROLLBACK_PENDING: _("a release failed; an operator finishes it"),
     RunStatus.SUCCEEDED: _("done"),
     RunStatus.FAILED: _("not done"),
     RunStatus.CANCELLED: _("cancelled"),
@@ -59,6 +61,8 @@ _STATUS_AFTER = {
     EventKind.RUN_WAITING_APPROVAL: RunStatus.WAITING_APPROVAL,
     EventKind.RUN_RECONCILING: RunStatus.RECONCILING,
     EventKind.RUN_RESUMED: RunStatus.RUNNING,
+    EventKind.RUN_COMPENSATING: RunStatus.COMPENSATING,
+    EventKind.RUN_ROLLBACK_PENDING: RunStatus.ROLLBACK_PENDING,
 }
 
 

@@ -55,6 +55,10 @@ PAYLOADS = {
     EventKind.APPROVAL_REQUESTED: {"request": "r", "deadline": "2026-12-01T07:00:00+00:00"},
     EventKind.APPROVAL_DECIDED: {"status": "rejected", "approver": "a01", "reason": "No budget"},
     EventKind.APPROVAL_FROZEN: {"code": "drift", "message": "The room changed."},
+    EventKind.RECONCILE_DECIDED: {"decision": "retry", "operator": "o01", "status": "absent"},
+    EventKind.RUN_COMPENSATING: {"to_undo": ["k"]},
+    EventKind.COMPENSATION_PLANNED: {"tool": "cancel_booking", "label": "B204"},
+    EventKind.RUN_ROLLBACK_PENDING: {"held": ["B204"], "released": [], "evidence": []},
     EventKind.RUN_FINISHED: {"status": "succeeded", "outcome": "verified", "reply": "Booked R7."},
 }
 
