@@ -26,7 +26,7 @@ from agentops.models import (
 from agentops.runtime.locks import lock_action
 from agentops.runtime.queue import enqueue_action, enqueue_reconcile, enqueue_step
 from agentops.runtime.runs import advance
-from agentops.runtime.timing import ABANDONED_CLAIM_AFTER, STALE_AFTER
+from agentops.runtime.timing import ABANDONED_CLAIM_AFTER, stale_after
 from agentops.trace import trace_append
 from approvals.services import approvals_expire_due
 
@@ -47,7 +47,7 @@ def sweep() -> dict[str, int]:
         counts["reconciles"] += 1
         with transaction.atomic():
             enqueue_reconcile(action_id)
-    stale = now - STALE_AFTER
+    stale = now - stale_after()
     for action_id in Action.objects.filter(
         status=ActionStatus.QUEUED,
         created_at__lt=stale,

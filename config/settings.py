@@ -201,6 +201,8 @@ APPROVAL_SIGNING_KEYS = os.environ.get("APPROVAL_SIGNING_KEYS", "k1:dev-only-app
 AGENT_RATE_LIMIT_PER_MINUTE = int(os.environ.get("AGENT_RATE_LIMIT_PER_MINUTE", "60"))
 AGENT_RUN_RATE_LIMIT_PER_MINUTE = int(os.environ.get("AGENT_RUN_RATE_LIMIT_PER_MINUTE", "20"))
 AGENT_SWEEP_SECONDS = int(os.environ.get("AGENT_SWEEP_SECONDS", "30"))
+# Queued work and running runs untouched this long are re-enqueued by the sweeper.
+AGENT_STALE_AFTER_SECONDS = float(os.environ.get("AGENT_STALE_AFTER_SECONDS", "20"))
 # Multiplies the backoff before a transient failure's retry (agentops/runtime/timing.py); tests
 # that count retries set 0 to retry at once.
 AGENT_RETRY_BACKOFF_SCALE = 1.0
