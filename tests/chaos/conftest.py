@@ -49,9 +49,10 @@ class Chaos:
         if expect:
             from agentops.models import AgentRun
 
-            statuses = dict(AgentRun.objects.filter(pk__in=expect).values_list("pk", "status"))
+            rows = AgentRun.objects.filter(pk__in=list(expect)).values_list("pk", "status")
+            statuses = {str(pk): status for pk, status in rows}
             lost = sum(
-                statuses.get(run_id) != wanted for run_id, wanted in expect.items() if wanted
+                statuses.get(str(run_id)) != wanted for run_id, wanted in expect.items() if wanted
             )
         f = self.figures
         f["trials"] = f.get("trials", 0) + 1

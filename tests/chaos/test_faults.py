@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from agentops.models import Action, AgentRun, TraceEvent
 from agentops.runtime.runs import run_start
@@ -318,3 +319,80 @@ def test_two_sweepers_at_once(stack, chaos, bookers):
             kinds = Counter(action.events.values_list("kind", flat=True))
             assert kinds["lease_expired"] <= action.attempts, (chaos.seed, action.pk, kinds)
         trial.check(chaos, n)
+
+
+# --- an approval expiring while its action is queued ----------------------------------------------
+
+
+def test_approval_expiring_while_its_action_is_queued(stack, chaos, bookers, settings):
+    """R16 needs an approval. The approval is given with a short validity and either expires
+    while the approved action waits in the queue (no worker runs), or races the worker at a
+    random validity. Either the write runs on a valid approval, or the action freezes and the
+    run waits for a fresh approval (a human with a reason); a fresh approval then books it,
+    once."""
+    from approvals.models import ApprovalRecord, ApprovalRequest
+    from approvals.services import approval_decide, approval_refresh
+
+    requester, approver = bookers[0], bookers[1]
+    stack.worker("w", beat=True)
+    stack.wait_ready("w")
+    for n in range(chaos.trials):
+        start, end = slot(days=20 + n, hour=10)
+        run = run_start(
+            user=requester,
+            request_text=f"book R16 on {start:%Y-%m-%d} {start:%H:%M}-{end:%H:%M} for 3 people",
+        )
+        request = wait_for(
+            lambda r=run: ApprovalRequest.objects.filter(
+                run_ref=str(r.pk), status="pending"
+            ).first(),
+            timeout=60,
+            message="the approval request",
+        )
+        queued = n % 2 == 0
+        if queued:  # the approved action waits in the queue until its approval has expired
+            stack.stop("w")
+            settings.APPROVAL_VALID_MINUTES = 0.5 / 60
+        else:
+            settings.APPROVAL_VALID_MINUTES = chaos.rng.uniform(0.05, 1.5) / 60
+        assert approval_decide(
+            request_id=request.pk, approver=approver, approve=True, reason="chaos"
+        ).ok
+        if queued:
+            record = ApprovalRecord.objects.get(request=request)
+            wait_for(
+                lambda e=record.expires_at: timezone.now() > e,
+                timeout=10,
+                message="the approval to expire",
+            )
+            stack.worker("w", beat=True)
+        settle_and_check()
+        run.refresh_from_db()
+        frozen = run.status == "waiting_approval"
+        chaos.figures.setdefault("approvals_frozen", []).append(frozen)
+        if queued:
+            assert frozen, (chaos.seed, n, run.status, run.outcome)
+        if frozen:
+            request.refresh_from_db()
+            assert request.status == "stale", (chaos.seed, n, request.status)
+            assert run.events.filter(kind="approval_frozen").exists()
+            assert not Booking.objects.filter(run_id=str(run.pk)).exists()
+            settings.APPROVAL_VALID_MINUTES = 10
+            assert approval_refresh(request_id=request.pk, approver=approver).ok
+            fresh = wait_for(
+                lambda r=run: ApprovalRequest.objects.filter(
+                    run_ref=str(r.pk), status="pending"
+                ).first(),
+                timeout=60,
+                message="a fresh approval request",
+            )
+            assert approval_decide(
+                request_id=fresh.pk, approver=approver, approve=True, reason="fresh"
+            ).ok
+        wait_for(
+            lambda r=run: AgentRun.objects.get(pk=r.pk).is_terminal,
+            timeout=60,
+            message="the approved run to end",
+        )
+        chaos.check(n, [run], {run.pk: "succeeded"})
+        assert Booking.objects.filter(run_id=str(run.pk), status="confirmed").count() == 1
