@@ -20,6 +20,8 @@ from typing import Any
 
 from django.conf import settings
 from django.db import connection
+from kombu.exceptions import OperationalError
+from redis.exceptions import RedisError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -141,7 +143,12 @@ class Stack:
 
         def answered() -> bool:
             assert proc.poll() is None, f"worker {name} exited; see {self.logs}"
-            replies = app.control.ping(timeout=0.5) or []
+            # A connection of its own each time: a pooled one may be from before a Redis restart.
+            try:
+                with app.connection_for_write() as conn:
+                    replies = app.control.ping(timeout=0.5, connection=conn) or []
+            except (OSError, OperationalError, RedisError):
+                return False
             return any(name in key for reply in replies for key in reply)
 
         wait_for(answered, timeout=timeout, message=f"worker {name} to answer a ping", interval=0)
