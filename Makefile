@@ -15,7 +15,7 @@ LOCALES ?= zh_Hans
 # makemessages only reads settings; these addresses are never dialled.
 NO_SERVERS := DATABASE_URL=$${DATABASE_URL:-postgres://localhost/unused} REDIS_URL=$${REDIS_URL:-redis://localhost/0}
 
-.PHONY: run test test-integration services stop lint bench bench-contention bench-runtime bench-cpu bench-profile venv clean compilemessages messages
+.PHONY: run test test-integration services stop lint bench bench-contention bench-runtime bench-cpu bench-load bench-profile venv clean compilemessages messages
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12+ is required (Django 6)."; exit 1; }
@@ -72,6 +72,9 @@ bench-runtime: venv
 
 bench-cpu: venv
 	$(PY) -m config.devservers exec --var var/bench-cpu --fresh --fast -- $(PY) bench/cpu_probe.py
+
+bench-load: venv
+	$(PY) -m config.devservers exec --var var/bench-load --fresh --fast -- $(PY) bench/load.py $(BENCH_ARGS)
 
 bench-profile: venv
 	$(PY) -m config.devservers exec --var var/bench-profile --fresh --fast -- $(PY) bench/profile_run.py
