@@ -95,6 +95,7 @@ class Load:
         self.run_ids: list[str] = []  # runs that must succeed
         self.approval_runs: list[str] = []
         self.races: list[list[dict]] = []
+        self.transient: dict[str, int] = defaultdict(int)  # answers asked again
 
     async def call(
         self, kind: str, method: str, path: str, user: str, body: Any = None, **kw: Any
@@ -110,6 +111,26 @@ class Load:
         self.requests += 1
         payload = response.json() if "json" in response.headers.get("content-type", "") else None
         return response.status_code, payload
+
+    async def tool(
+        self, kind: str, user: str, body: dict[str, Any], key: str | None = None
+    ) -> tuple[int, Any]:
+        """A tool call as a client following the contract makes it: a transient answer
+        (yellow: timeout, unavailable, in_progress; or unknown_outcome) is asked again after
+        its retry_after_ms, with the same Idempotency-Key, up to four times."""
+        headers = {"Idempotency-Key": key} if key else {}
+        for attempt in range(5):
+            status, answer = await self.call(
+                kind, "POST", f"/api/tools/{kind}", user, body, headers=headers
+            )
+            transient = isinstance(answer, dict) and (
+                answer.get("signal") == "yellow" or answer.get("reason") == "unknown_outcome"
+            )
+            if status != 200 or not transient or attempt == 4:
+                return status, answer
+            self.transient[f"{kind}:{answer.get('reason')}"] += 1
+            await asyncio.sleep(min(2.0, (answer.get("retry_after_ms") or 500) / 1000))
+        return status, answer
 
     def expect(self, kind: str, status: int, allowed: tuple[int, ...], body: Any) -> bool:
         if status in allowed:
@@ -139,26 +160,20 @@ class Load:
     async def search(self, user: str) -> None:
         start, end = self.slots.next()
         args = {"start_at": start.isoformat(), "end_at": end.isoformat(), "attendees": 3}
-        status, body = await self.call(
-            "find_available_rooms", "POST", "/api/tools/find_available_rooms", user, args
-        )
+        status, body = await self.tool("find_available_rooms", user, args)
         if self.expect("find_available_rooms", status, (200,), body) and not body.get("ok"):
             self.errors.append(f"find_available_rooms refused: {str(body)[:200]}")
 
     async def my_bookings(self, user: str) -> None:
-        status, body = await self.call(
-            "list_my_bookings", "POST", "/api/tools/list_my_bookings", user, {"limit": 10}
-        )
+        status, body = await self.tool("list_my_bookings", user, {"limit": 10})
         if self.expect("list_my_bookings", status, (200,), body) and not body.get("ok"):
             self.errors.append(f"list_my_bookings refused: {str(body)[:200]}")
 
     async def race(self, users: list[str]) -> None:
         """Three employees book the same room and slot directly, each with a key of its own."""
         start, end = self.slots.next()
-        status, found = await self.call(
+        status, found = await self.tool(
             "find_available_rooms",
-            "POST",
-            "/api/tools/find_available_rooms",
             users[0],
             {"start_at": start.isoformat(), "end_at": end.isoformat(), "attendees": 2},
         )
@@ -176,17 +191,7 @@ class Load:
             "expected_version": room["version"],
         }
         answers = await asyncio.gather(
-            *(
-                self.call(
-                    "reserve_room",
-                    "POST",
-                    "/api/tools/reserve_room",
-                    u,
-                    args,
-                    headers={"Idempotency-Key": uuid.uuid4().hex},
-                )
-                for u in users
-            )
+            *(self.tool("reserve_room", u, args, key=uuid.uuid4().hex) for u in users)
         )
         bodies = [b for s, b in answers if self.expect("reserve_room", s, (200,), b)]
         self.races.append(bodies)
@@ -486,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
             "runs": run_figures(lone.run_ids),
         },
         "ratio_p50_loaded_vs_alone": round(pct(load_all, 50) / pct(lone_all, 50), 2),
+        "transient_answers_asked_again": dict(sorted(load.transient.items())),
         "errors": len(errors),
         "error_samples": errors[:10],
         "settled": settled,
