@@ -51,7 +51,7 @@ class Stack:
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     serial: int = 0
 
-    def _env(self, extra: dict[str, str] | None) -> dict[str, str]:
+    def _env(self, name: str, extra: dict[str, str] | None) -> dict[str, str]:
         return (
             os.environ
             | {
@@ -63,6 +63,8 @@ class Stack:
                 "AGENT_RATE_LIMIT_PER_MINUTE": "100000",
                 "AGENT_RUN_RATE_LIMIT_PER_MINUTE": "100000",
                 "DB_POOL_MIN_SIZE": "1",
+                # libpq names their sessions: the faults end theirs, never this process's.
+                "PGAPPNAME": f"chaos-{name}",
             }
             | self.env
             | (extra or {})
@@ -74,7 +76,7 @@ class Stack:
         proc = subprocess.Popen(
             cmd,
             cwd=ROOT,
-            env=self._env(env),
+            env=self._env(name, env),
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -250,12 +252,12 @@ def redis_restartable() -> bool:
 
 
 def pg_terminate_others() -> int:
-    """End every other session on the test database (the workers' and web servers' pooled
-    connections, idle or in the middle of a transaction). Returns how many."""
+    """End every session the test's processes (workers, web servers) hold on the test
+    database, idle or in the middle of a transaction. Returns how many."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid() "
-            "AND backend_type = 'client backend'"
+            "AND application_name LIKE 'chaos-%%'"
         )
         return cursor.fetchone()[0]

@@ -20,6 +20,7 @@ from django.db import connection
 from django.utils import timezone
 
 from agentops.models import Action, AgentRun, TraceEvent
+from agentops.runtime import queue
 from agentops.runtime.runs import run_start
 from bookings.models import Booking
 from tests.chaos.conftest import age_unowned_work, release_all_faults, settle_and_check
@@ -213,6 +214,7 @@ def test_database_sessions_terminated_mid_transaction(stack, chaos, bookers):
             terminated += pg_terminate_others()
         trial.check(chaos, n)
     chaos.figures["sessions_terminated"] = terminated
+    assert terminated, f"seed={chaos.seed}: no worker session was ever terminated"
 
 
 # --- the same task delivered twice ---------------------------------------------------------------
@@ -221,21 +223,20 @@ def test_database_sessions_terminated_mid_transaction(stack, chaos, bookers):
 def deliver_again(runs: list[Any], sent: Counter, rng) -> None:
     """Send once more every task the runtime may have sent for these runs' current state, at
     most twice per task and arguments (Celery delivers at least once)."""
-    from agentops.runtime import queue
+    from config.celery import app
 
     def send(name: str, *args: Any) -> None:
-        key = (name, *map(str, args))
-        if sent[key] < 2:
-            sent[key] += 1
-            queue._send(name, [str(a) if not isinstance(a, int) else a for a in args])
+        if sent[(name, *args)] < 2:
+            sent[(name, *args)] += 1
+            app.send_task(name, args=list(args))
 
     for run in AgentRun.objects.filter(pk__in=[r.pk for r in runs]):
         if run.turn:
-            send(queue.STEP, run.pk, run.turn)
+            send(queue.STEP, str(run.pk), run.turn)
     for action in Action.objects.filter(run__in=runs):
-        send(queue.EXECUTE, action.pk)
+        send(queue.EXECUTE, str(action.pk))
         if not action.readonly:
-            send(queue.RECONCILE, action.pk)
+            send(queue.RECONCILE, str(action.pk))
     time.sleep(rng.uniform(0, 0.05))  # the duplicates' timing
 
 
