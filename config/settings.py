@@ -8,6 +8,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from config.dbpool import check_pooled_connection
 from config.devservers import read_state
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -123,6 +124,8 @@ if DB_POOL_MAX_SIZE:
         "max_size": DB_POOL_MAX_SIZE,
         "timeout": float(os.environ.get("DB_POOL_TIMEOUT", "10")),
     }
+    if _env_bool("DB_HEALTH_CHECKS", True):  # all idle sessions dead at once: replaced at once
+        DATABASES["default"]["OPTIONS"]["pool"]["check"] = check_pooled_connection
 # Server-side parameters with prepared statements: a hot statement (the reservation CTE, the
 # runtime's bookkeeping) is planned once per connection instead of on every call; a pooled
 # connection keeps its prepared statements from one checkout to the next. Turn off
