@@ -397,3 +397,47 @@ def test_approval_expiring_while_its_action_is_queued(stack, chaos, bookers, set
         )
         chaos.check(n, [run], {run.pk: "succeeded"})
         assert Booking.objects.filter(run_id=str(run.pk), status="confirmed").count() == 1
+
+
+# --- a decision whose announcement is lost ------------------------------------------------------
+
+
+def test_a_decision_whose_message_was_lost_still_resumes_the_run(stack, chaos, bookers):
+    """The approver decides while no worker runs, and the message that would resume the run is
+    lost (Redis restarted without its data, or the send failed during an outage): the sweeper
+    finds the decided request of a waiting action and resumes the run from it."""
+    from django.conf import settings
+
+    from agentops.redis_client import get_redis
+    from approvals.models import ApprovalRequest
+    from approvals.services import approval_decide
+
+    requester, approver = bookers[0], bookers[1]
+    stack.worker("w", beat=True)
+    stack.wait_ready("w")
+    for n in range(chaos.trials):
+        start, end = slot(days=50 + n, hour=10)
+        run = run_start(
+            user=requester,
+            request_text=f"book R16 on {start:%Y-%m-%d} {start:%H:%M}-{end:%H:%M} for 3 people",
+        )
+        request = wait_for(
+            lambda r=run: ApprovalRequest.objects.filter(
+                run_ref=str(r.pk), status="pending"
+            ).first(),
+            timeout=60,
+            message="the approval request",
+        )
+        stack.stop("w")
+        approve = chaos.rng.random() < 0.5
+        assert approval_decide(
+            request_id=request.pk, approver=approver, approve=approve, reason="chaos"
+        ).ok
+        assert get_redis().delete(settings.CELERY_TASK_DEFAULT_QUEUE) == 1  # the message, lost
+        stack.worker("w", beat=True)
+        wait_for(
+            lambda r=run: AgentRun.objects.get(pk=r.pk).is_terminal,
+            timeout=60,
+            message="the decided run to end",
+        )
+        chaos.check(n, [run], {run.pk: "succeeded" if approve else "failed"})
