@@ -17,6 +17,7 @@ from accounts.services import token_authenticate
 from agentops import exports, registry, selectors
 from agentops.api.presenters import run_as_json
 from agentops.execution.recorder import call_direct
+from agentops.ratelimit import LimiterUnavailableError
 from agentops.runtime.runs import RunRateLimited, run_start
 
 MAX_IDEMPOTENCY_KEY = 100
@@ -141,6 +142,10 @@ def runs_create(request):
     except RunRateLimited as exc:
         response = _error(429, "rate_limited", "Too many requests this minute; try again soon.")
         response["Retry-After"] = str(max(1, exc.retry_after_ms // 1000))
+        return response
+    except LimiterUnavailableError:
+        response = _error(503, "unavailable", "The rate limiter did not answer; try again soon.")
+        response["Retry-After"] = "1"
         return response
     except ValueError as exc:
         return _error(400, "invalid_request", str(exc)[:300])

