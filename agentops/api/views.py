@@ -18,7 +18,7 @@ from agentops import exports, registry, selectors
 from agentops.api.presenters import run_as_json
 from agentops.execution.recorder import call_direct
 from agentops.ratelimit import LimiterUnavailableError
-from agentops.runtime.runs import RunRateLimited, run_start
+from agentops.runtime.runs import RunRateLimited, RunRequestError, run_start
 
 MAX_IDEMPOTENCY_KEY = 100
 
@@ -147,7 +147,7 @@ def runs_create(request):
         response = _error(503, "unavailable", "The rate limiter did not answer; try again soon.")
         response["Retry-After"] = "1"
         return response
-    except ValueError as exc:
+    except RunRequestError as exc:  # only the caller's input: a fault is not a 400
         return _error(400, "invalid_request", str(exc)[:300])
     return JsonResponse({"run_id": str(run.pk), "status": run.status}, status=202)
 

@@ -63,6 +63,10 @@ POLICY_VERSION = "2026-11-30.1"
 MAX_REQUEST_CHARS = 2000
 
 
+class RunRequestError(ValueError):
+    """The request text or scope cannot start a run (the caller's input, never a fault)."""
+
+
 class RunRateLimited(Exception):  # noqa: N818 -- a refusal, not a failure
     def __init__(self, retry_after_ms: int) -> None:
         super().__init__("too many runs started this minute")
@@ -96,9 +100,9 @@ def _narrowed(delegation: Delegation, scope: dict[str, Any]) -> Delegation:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'scope'}: {e['msg']}" for e in exc.errors()[:5]
         )
-        raise ValueError(f"invalid scope: {problems}") from None
+        raise RunRequestError(f"invalid scope: {problems}") from None
     except ScopeError as exc:
-        raise ValueError(f"invalid scope: {exc}") from None
+        raise RunRequestError(f"invalid scope: {exc}") from None
 
 
 # --- start and cancel -------------------------------------------------------------------------
@@ -116,8 +120,9 @@ def run_start(
 ) -> AgentRun:
     """Create a run for ``user`` (from the session or token) and enqueue its first step.
 
-    Raises ValueError for a request or scope that cannot start a run, RunRateLimited when the
-    user started too many runs this minute (counted before anything is read or written)."""
+    Raises RunRequestError (a ValueError) for a request or scope that cannot start a run,
+    RunRateLimited when the user started too many runs this minute (counted before anything is
+    read or written)."""
     if isinstance(budgets, dict):  # tests and drills override single budgets
         budgets = Budgets.from_json(DEFAULT_BUDGETS.to_json() | budgets)
     retry_after_ms = ratelimit.run_starts.hit(user.pk)
@@ -125,7 +130,7 @@ def run_start(
         raise RunRateLimited(retry_after_ms)
     text = (request_text or "").strip()
     if not text or len(text) > MAX_REQUEST_CHARS or "\x00" in text:
-        raise ValueError(f"request must be 1-{MAX_REQUEST_CHARS} characters of text")
+        raise RunRequestError(f"request must be 1-{MAX_REQUEST_CHARS} characters of text")
     reading = registry.assistant().read_request(text, now=timezone.now())
     delegation = reading.delegation
     if scope is not None:
