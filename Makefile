@@ -15,7 +15,7 @@ LOCALES ?= zh_Hans
 # makemessages only reads settings; these addresses are never dialled.
 NO_SERVERS := DATABASE_URL=$${DATABASE_URL:-postgres://localhost/unused} REDIS_URL=$${REDIS_URL:-redis://localhost/0}
 
-.PHONY: run test test-integration services stop lint bench bench-contention bench-runtime bench-cpu bench-profile bench-trace venv clean compilemessages messages
+.PHONY: run test test-integration services stop lint bench bench-contention bench-runtime bench-cpu bench-load bench-chaos bench-profile bench-trace venv clean compilemessages messages
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12+ is required (Django 6)."; exit 1; }
@@ -62,7 +62,10 @@ messages: venv
 lint: venv
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/lint-imports
 
-bench: bench-contention bench-runtime
+# Every benchmark listed in bench/report.py, each on fresh embedded servers of its own; one
+# report: var/bench/report.json and the table bench/REPORT.md (BENCH_ONLY=load,chaos for some).
+bench: venv
+	$(PY) bench/report.py
 
 bench-contention: venv
 	$(PY) -m config.devservers exec --var var/bench-contention --fresh --fast -- $(PY) bench/booking_contention.py
@@ -72,6 +75,12 @@ bench-runtime: venv
 
 bench-cpu: venv
 	$(PY) -m config.devservers exec --var var/bench-cpu --fresh --fast -- $(PY) bench/cpu_probe.py
+
+bench-load: venv
+	$(PY) -m config.devservers exec --var var/bench-load --fresh --fast -- $(PY) bench/load.py $(BENCH_ARGS)
+
+bench-chaos: venv
+	$(PY) -m config.devservers exec --var var/bench-chaos --fresh --fast -- $(PY) bench/chaos.py
 
 bench-profile: venv
 	$(PY) -m config.devservers exec --var var/bench-profile --fresh --fast -- $(PY) bench/profile_run.py

@@ -85,7 +85,17 @@ def _refuse(
 
 
 def check_rate(user_id: int) -> Verdict | None:
-    retry_after_ms = ratelimit.tool_calls.hit(user_id)
+    try:
+        retry_after_ms = ratelimit.tool_calls.hit(user_id)
+    except ratelimit.LimiterUnavailableError as exc:
+        return _refuse(
+            GateCheck.RATE_LIMIT,
+            Reason.UNAVAILABLE,
+            "rate_limiter_unavailable",
+            "The rate limiter did not answer, so the call was not counted and not made.",
+            "Try again shortly.",
+            exc.retry_after_ms,
+        )
     if retry_after_ms is None:
         return None
     return _refuse(

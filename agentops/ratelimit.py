@@ -7,9 +7,17 @@ import time
 from collections.abc import Callable
 
 from django.conf import settings
+from redis.exceptions import RedisError
 
 from agentops.redis_client import get_redis
 from agentops.runtime.timing import RATE_WINDOW_S
+
+
+class LimiterUnavailableError(Exception):
+    """Redis did not answer the count: the call is refused for now (never let through uncounted,
+    never a server error)."""
+
+    retry_after_ms = 1000
 
 
 class RateLimiter:
@@ -21,14 +29,18 @@ class RateLimiter:
         return int(getattr(settings, self.setting))
 
     def hit(self, subject_id: int) -> int | None:
-        """Count one use. None if within the limit, else milliseconds until the window ends."""
+        """Count one use. None if within the limit, else milliseconds until the window ends.
+        Raises LimiterUnavailableError when Redis does not answer."""
         now = self.clock()
         window = int(now // RATE_WINDOW_S)
         key = f"agentops:rate:{self.bucket}:{subject_id}:{window}"
         pipe = get_redis().pipeline(transaction=False)
         pipe.incr(key)
         pipe.expire(key, 2 * RATE_WINDOW_S)
-        count, _ = pipe.execute()
+        try:
+            count, _ = pipe.execute()
+        except RedisError as exc:
+            raise LimiterUnavailableError from exc
         if count <= self.limit:
             return None
         return max(1, int((RATE_WINDOW_S - now % RATE_WINDOW_S) * 1000))

@@ -29,11 +29,16 @@ from agentops.models import (
 )
 from agentops.runtime.locks import lock_action, lock_run
 from agentops.runtime.queue import enqueue_action, enqueue_reconcile, enqueue_step
-from agentops.runtime.runs import advance
+from agentops.runtime.runs import action_approval_settled, advance
 from agentops.runtime.saga import saga_resume
-from agentops.runtime.timing import ABANDONED_CLAIM_AFTER, STALE_AFTER
+from agentops.runtime.timing import ABANDONED_CLAIM_AFTER, stale_after
 from agentops.trace import trace_append
+from approvals.models import RequestStatus
+from approvals.selectors import approval_request_latest
 from approvals.services import approvals_expire_due
+
+# Requests still waiting for a human: pending, or stale until someone asks for a fresh one.
+OPEN_REQUEST_STATUSES = frozenset({RequestStatus.PENDING, RequestStatus.STALE})
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +57,7 @@ def sweep() -> dict[str, int]:
         counts["reconciles"] += 1
         with transaction.atomic():
             enqueue_reconcile(action_id)
-    stale = now - STALE_AFTER
+    stale = now - stale_after()
     for action_id in Action.objects.filter(
         status=ActionStatus.QUEUED,
         created_at__lt=stale,
@@ -82,8 +87,27 @@ def sweep() -> dict[str, int]:
             saga_resume(lock_run(run_id))
     counts["settled_claims"] = _settle_abandoned_claims(now)
     counts["expired_approvals"] = approvals_expire_due(now=now)
+    counts["decisions_resumed"] = _resume_decided(stale)
     IdempotencyRecord.objects.filter(expires_at__lt=now).delete()
     return counts
+
+
+def _resume_decided(stale: datetime) -> int:
+    """A waiting action whose approval request a human (or the deadline) has closed, in a run
+    that has not moved since: the message that would have resumed it was lost (a broker
+    restarted without its data, a send that failed during an outage). Resume it from the
+    decision; a duplicate of a message still on its way does nothing."""
+    resumed = 0
+    for action_id in Action.objects.filter(
+        status=ActionStatus.WAITING_APPROVAL,
+        run__status=RunStatus.WAITING_APPROVAL,
+        run__updated_at__lt=stale,
+    ).values_list("pk", flat=True):
+        request = approval_request_latest(action_ref=str(action_id))
+        if request is not None and request.status not in OPEN_REQUEST_STATUSES:
+            resumed += 1
+            action_approval_settled(action_id)
+    return resumed
 
 
 def _expire_leases(now: datetime) -> int:

@@ -18,7 +18,8 @@ from accounts.models import User
 from agentops.cards import event_view, status_view
 from agentops.forms import AssistantForm
 from agentops.models import AgentRun
-from agentops.runtime.runs import RunKeyReused, RunRateLimited, run_start
+from agentops.ratelimit import LimiterUnavailableError
+from agentops.runtime.runs import RunKeyReused, RunRateLimited, RunRequestError, run_start
 from agentops.selectors import run_events_after, run_get_for_viewer, run_list_for_user
 
 PAST_RUNS = 20
@@ -50,10 +51,12 @@ def start(request: AuthedRequest) -> HttpResponse:
     except RunKeyReused:
         error = gettext("This form was already sent with another request; send it again.")
         return _page(request, run=None, text=text, error=error, status=409)
-    except RunRateLimited:
-        error = gettext("Too many requests this minute; try again in a minute.")
-        return _page(request, run=None, text=text, error=error, status=429)
-    except ValueError:
+    except RunRateLimited as exc:  # worded in the request's language, with the wait
+        return _page(request, run=None, text=text, error=exc.reply, status=429)
+    except LimiterUnavailableError:
+        error = gettext("The assistant is busy right now; try again in a moment.")
+        return _page(request, run=None, text=text, error=error, status=503)
+    except RunRequestError:
         error = gettext("Write your request in at most 2000 characters.")
         return _page(request, run=None, text=text, error=error, status=400)
     return redirect("assistant:run", run_id=run.pk)  # a second submit lands on the same run

@@ -121,6 +121,7 @@ class Stack:
     worker_concurrency: int = 4
     worker_pool: str = "prefork"
     extra_env: dict[str, str] = field(default_factory=dict)
+    beat: bool = False  # the sweeper too (bench/load.py)
     port: int = 0
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     log: Any = None
@@ -162,6 +163,7 @@ class Stack:
                 settings.CELERY_TASK_DEFAULT_QUEUE,
                 "-I",
                 "bench.noop_tasks",
+                *(["--beat", "--schedule", f"{self.log.name}.beat"] if self.beat else []),
             ],
             **common,
         )

@@ -396,7 +396,7 @@ def main() -> None:
         "python": platform.python_version(),
         "postgres": connection.cursor().connection.info.server_version,
         "debug": settings.DEBUG,
-        "db_pool": db["OPTIONS"].get("pool"),
+        "db_pool": {k: v for k, v in (db["OPTIONS"].get("pool") or {}).items() if k != "check"},
         "conn_max_age": db["CONN_MAX_AGE"],
         "prepared_statements": bool(db["OPTIONS"].get("prepare_threshold")),
     }

@@ -8,6 +8,7 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from config.dbpool import check_pooled_connection
 from config.devservers import read_state
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -126,6 +127,8 @@ if DB_POOL_MAX_SIZE:
         "max_size": DB_POOL_MAX_SIZE,
         "timeout": float(os.environ.get("DB_POOL_TIMEOUT", "10")),
     }
+    if _env_bool("DB_HEALTH_CHECKS", True):  # all idle sessions dead at once: replaced at once
+        DATABASES["default"]["OPTIONS"]["pool"]["check"] = check_pooled_connection
 # Server-side parameters with prepared statements: a hot statement (the reservation CTE, the
 # runtime's bookkeeping) is planned once per connection instead of on every call; a pooled
 # connection keeps its prepared statements from one checkout to the next. Turn off
@@ -223,6 +226,8 @@ APPROVAL_SIGNING_KEYS = os.environ.get("APPROVAL_SIGNING_KEYS", "k1:dev-only-app
 AGENT_RATE_LIMIT_PER_MINUTE = int(os.environ.get("AGENT_RATE_LIMIT_PER_MINUTE", "60"))
 AGENT_RUN_RATE_LIMIT_PER_MINUTE = int(os.environ.get("AGENT_RUN_RATE_LIMIT_PER_MINUTE", "20"))
 AGENT_SWEEP_SECONDS = int(os.environ.get("AGENT_SWEEP_SECONDS", "30"))
+# Queued work and running runs untouched this long are re-enqueued by the sweeper.
+AGENT_STALE_AFTER_SECONDS = float(os.environ.get("AGENT_STALE_AFTER_SECONDS", "20"))
 # Multiplies the backoff before a transient failure's retry (agentops/runtime/timing.py); tests
 # that count retries set 0 to retry at once.
 AGENT_RETRY_BACKOFF_SCALE = 1.0

@@ -17,7 +17,8 @@ from accounts.services import token_authenticate
 from agentops import exports, registry, selectors
 from agentops.api.presenters import run_as_json
 from agentops.execution.recorder import call_direct
-from agentops.runtime.runs import RunKeyReused, RunRateLimited, run_start
+from agentops.ratelimit import LimiterUnavailableError
+from agentops.runtime.runs import RunKeyReused, RunRateLimited, RunRequestError, run_start
 
 MAX_IDEMPOTENCY_KEY = 100
 
@@ -164,7 +165,11 @@ def runs_create(request):
         response["Retry-After"] = str(exc.retry_after_s)
         response["Content-Language"] = exc.language
         return response
-    except ValueError as exc:
+    except LimiterUnavailableError:
+        response = _error(503, "unavailable", "The rate limiter did not answer; try again soon.")
+        response["Retry-After"] = "1"
+        return response
+    except RunRequestError as exc:  # only the caller's input: a fault is not a 400
         return _error(400, "invalid_request", str(exc)[:300])
     return JsonResponse(
         {"run_id": str(run.pk), "status": run.status}, status=200 if run.replayed else 202

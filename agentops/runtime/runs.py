@@ -66,6 +66,10 @@ POLICY_VERSION = "2026-11-30.1"
 MAX_REQUEST_CHARS = 2000
 
 
+class RunRequestError(ValueError):
+    """The request text or scope cannot start a run (the caller's input, never a fault)."""
+
+
 class RunRateLimited(Exception):  # noqa: N818 -- a refusal, not a failure
     """``reply`` words the refusal for the person, in the language of their request."""
 
@@ -115,9 +119,9 @@ def _narrowed(delegation: Delegation, scope: dict[str, Any]) -> Delegation:
         problems = "; ".join(
             f"{'.'.join(map(str, e['loc'])) or 'scope'}: {e['msg']}" for e in exc.errors()[:5]
         )
-        raise ValueError(f"invalid scope: {problems}") from None
+        raise RunRequestError(f"invalid scope: {problems}") from None
     except ScopeError as exc:
-        raise ValueError(f"invalid scope: {exc}") from None
+        raise RunRequestError(f"invalid scope: {exc}") from None
 
 
 # --- start and cancel -------------------------------------------------------------------------
@@ -138,7 +142,7 @@ def run_start(
 
     With ``idempotency_key``, the user's run started under that key for the same request and
     scope is returned instead (``replayed`` set, nothing counted or written); the key under
-    another request raises RunKeyReused. Raises ValueError for a request or scope that cannot
+    another request raises RunKeyReused. Raises RunRequestError (a ValueError) for a request or scope that cannot
     start a run, RunRateLimited when the user started too many runs this minute (counted before
     anything is read or written)."""
     if isinstance(budgets, dict):  # tests and drills override single budgets
@@ -159,7 +163,7 @@ def run_start(
         raise refused
     text = (request_text or "").strip()
     if not text or len(text) > MAX_REQUEST_CHARS or "\x00" in text:
-        raise ValueError(f"request must be 1-{MAX_REQUEST_CHARS} characters of text")
+        raise RunRequestError(f"request must be 1-{MAX_REQUEST_CHARS} characters of text")
     reading = registry.assistant().read_request(text, now=timezone.now())
     delegation = reading.delegation
     if scope is not None:

@@ -6,7 +6,9 @@
 - Celery's visibility timeout (settings) must outlast the longest task: the longest tool timeout
   plus retries' backoff (MAX_BACKOFF x MAX_YELLOW_RETRIES) is far below it. The backoff is
   scaled by settings.AGENT_RETRY_BACKOFF_SCALE (1; tests set 0).
-- STALE_AFTER > one sweep period > a normal hop: only work nobody is doing is re-enqueued.
+- STALE_AFTER > one sweep period > a normal hop: only work nobody is doing is re-enqueued
+  (settings.AGENT_STALE_AFTER_SECONDS, 20 s; the chaos tests shorten it for their workers, and
+  work re-enqueued while someone still does it is only a duplicate delivery, which is harmless).
 - ABANDONED_CLAIM_AFTER > the longest tool timeout + LEASE_GRACE: a live call's claim is never
   taken for abandoned.
 - A run's deadline (Budgets.deadline_s) bounds every proposal: an action does not execute after
@@ -18,6 +20,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Any
+
+from django.conf import settings
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,6 @@ MAX_YELLOW_RETRIES = 3  # transient failures: attempts 2..4
 MAX_BACKOFF_S = 2.0
 MAX_RECONCILE_RETRIES = 3  # re-runs of a write proven absent
 LEASE_GRACE = timedelta(seconds=5)
-STALE_AFTER = timedelta(seconds=20)
 ABANDONED_CLAIM_AFTER = timedelta(minutes=2)
 # An operator's decision on an unclear write gives the action and its run this long to finish
 # (as an approval does): the decision may come long after the run's own deadline.
@@ -57,3 +60,8 @@ OPERATOR_DECISION_WINDOW = timedelta(minutes=5)
 IDEMPOTENCY_TTL = timedelta(days=7)
 FAULT_PAUSE_LIMIT_S = 30  # an injected pause never holds a worker longer than this
 RATE_WINDOW_S = 60
+
+
+def stale_after() -> timedelta:
+    """Queued work and running runs untouched this long are taken for lost (the sweeper)."""
+    return timedelta(seconds=settings.AGENT_STALE_AFTER_SECONDS)

@@ -95,6 +95,19 @@ def test_a_bad_form_is_400_and_starts_nothing(e17, data):
     assert not AgentRun.objects.exists()
 
 
+def test_too_many_runs_is_429_worded_in_the_requests_language_and_starts_nothing(e17, settings):
+    settings.AGENT_RUN_RATE_LIMIT_PER_MINUTE = 1
+    client = signed_in(e17)
+    client.post(START, {"request": "hello", "key": str(uuid.uuid4())})
+    before = AgentRun.objects.count()
+
+    response = client.post(START, {"request": "帮我订明天的会议室", "key": str(uuid.uuid4())})
+
+    assert response.status_code == 429
+    assert "你这一分钟内的请求太多了" in unescape(response.content.decode())
+    assert AgentRun.objects.count() == before
+
+
 def test_a_live_run_page_shows_the_trace_so_far_and_connects_after_its_last_event(e17):
     run = run_start(user=e17, request_text="book a room tomorrow 14:00-15:00 for 3 people")
     html = signed_in(e17).get(run_url(run)).content.decode()

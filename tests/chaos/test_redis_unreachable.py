@@ -1,0 +1,62 @@
+"""Redis does not answer (a restart, a stall): the JSON API refuses for now with a transient,
+retryable answer, never a server error, and nothing is written but the refusal's records."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from redis import Redis
+
+from accounts.services import token_issue
+from agentops import ratelimit
+from bookings.models import Booking, Room
+from config.devservers import free_port
+from tests.conftest import slot
+
+pytestmark = [pytest.mark.chaos, pytest.mark.django_db, pytest.mark.usefixtures("rooms")]
+
+
+@pytest.fixture
+def redis_down(monkeypatch):
+    dead = Redis(port=free_port(), socket_timeout=0.5, socket_connect_timeout=0.5)
+    monkeypatch.setattr(ratelimit, "get_redis", lambda: dead)
+
+
+def test_a_tool_call_is_refused_for_now_not_failed(redis_down, e17):
+    start, end = slot(days=5)
+    versions = list(Room.objects.order_by("code").values_list("schedule_version", flat=True))
+    response = Client().post(
+        "/api/tools/reserve_room",
+        {
+            "room_id": "R7",
+            "start_at": start.isoformat(),
+            "end_at": end.isoformat(),
+            "expected_version": Room.objects.get(code="R7").schedule_version,
+        },
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token_issue(user=e17)}",
+    )
+    assert response.status_code == 200
+    body = response.json()
+    assert (body["ok"], body["signal"], body["code"]) == (
+        False,
+        "yellow",
+        "rate_limiter_unavailable",
+    )
+    assert body["retry_after_ms"] == 1000
+    assert Booking.objects.count() == 0
+    assert (
+        list(Room.objects.order_by("code").values_list("schedule_version", flat=True)) == versions
+    )
+
+
+def test_starting_a_run_answers_503_with_retry_after(redis_down, e17):
+    response = Client().post(
+        "/api/runs",
+        {"request": "book a room tomorrow 14:00-15:00 for 3 people"},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {token_issue(user=e17)}",
+    )
+    assert response.status_code == 503
+    assert response["Retry-After"] == "1"
+    assert response.json()["error"]["code"] == "unavailable"
