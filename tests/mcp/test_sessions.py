@@ -11,7 +11,7 @@ from django.utils import timezone
 from agentops import sweeper
 from agentops.mcp.sessions import mcp_call, mcp_session_run
 from agentops.models import AgentRun
-from agentops.runtime.timing import LOOP_LIMIT, STALE_AFTER
+from agentops.runtime.timing import LOOP_LIMIT, stale_after
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 
@@ -51,7 +51,7 @@ def test_the_sweeper_never_steps_an_idle_session_and_ends_it_after_its_deadline(
     call(e17, arguments={"booking_id": "B1"})
     run = AgentRun.objects.get()
     AgentRun.objects.filter(pk=run.pk).update(
-        updated_at=timezone.now() - STALE_AFTER - timedelta(seconds=1)
+        updated_at=timezone.now() - stale_after() - timedelta(seconds=1)
     )
 
     counts = sweeper.sweep()
