@@ -42,6 +42,7 @@ def asgi_server(transactional_db, tmp_path):
         "REDIS_URL": settings.REDIS_URL,
         "SERVE_STATIC": "true",
         "DJANGO_SETTINGS_MODULE": "config.settings",
+        "PORT": str(port),  # the websocket Origin it accepts: http://127.0.0.1:<port>
     }
     log = (tmp_path / "uvicorn.log").open("w")
     proc = subprocess.Popen(
