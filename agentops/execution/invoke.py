@@ -7,6 +7,7 @@ that times out may still commit on that thread: that is exactly an unknown outco
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -14,7 +15,6 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from django.db import (
-    DatabaseError,
     InterfaceError,
     OperationalError,
     close_old_connections,
@@ -26,6 +26,8 @@ from agentops.contract import CallContext, Reason, Signal, ToolError, ToolSpec, 
 from agentops.redis_client import get_redis
 from agentops.runtime.timing import FAULT_PAUSE_LIMIT_S
 
+log = logging.getLogger(__name__)
+TOOL_CRASHED = "tool_crashed"
 _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tool")
 
 
@@ -124,8 +126,9 @@ def invoke(
                 200,
             ), Signal.YELLOW
         return _unknown(spec, f"failed mid-call ({type(exc).__name__})"), Signal.UNKNOWN
-    except DatabaseError:
-        raise
+    except Exception as exc:  # a bug or a database refusal inside the tool: never a 500
+        log.warning("tool %s raised", spec.name, exc_info=exc)
+        return crashed(spec, exc), Signal.YELLOW if spec.meta.readonly else Signal.UNKNOWN
     size = len(json.dumps(envelope, default=str).encode())
     if size > spec.meta.max_output_bytes:
         return failure(
@@ -143,4 +146,15 @@ def _unknown(spec: ToolSpec, what: str) -> dict[str, Any]:
         "unknown_outcome",
         f"{spec.name} {what}; whether it took effect is unknown.",
         "Do not retry: the host is checking what happened under this call's idempotency key.",
+    )
+
+
+def crashed(spec: ToolSpec, exc: BaseException) -> dict[str, Any]:
+    """A tool raised instead of answering. A read is transient; a write's outcome is settled
+    by the recorder from the tool's receipt lookup (agentops.execution.recorder)."""
+    return failure(
+        Reason.UNKNOWN_OUTCOME if not spec.meta.readonly else Reason.UNAVAILABLE,
+        TOOL_CRASHED,
+        f"{spec.name} failed ({type(exc).__name__}).",
+        "Try again shortly." if spec.meta.readonly else "The host is checking what happened.",
     )

@@ -28,14 +28,16 @@ from agentops.contract import (
     CallContext,
     Delegation,
     Reason,
+    ReceiptStatus,
     SideEffect,
     Signal,
     ToolError,
     ToolSpec,
     canonical_json,
     failure,
+    success,
 )
-from agentops.execution.invoke import faults_for, invoke
+from agentops.execution.invoke import TOOL_CRASHED, faults_for, invoke
 from agentops.idempotency import (
     ClaimState,
     idempotency_claim,
@@ -243,7 +245,32 @@ def action_call(started: Started) -> Called:
             ),
             Signal.YELLOW,
         )
-    return Called(*invoke(spec, started.ctx, started.args, faults=started.faults), owns_key=True)
+    envelope, signal = invoke(spec, started.ctx, started.args, faults=started.faults)
+    if envelope.get("code") == TOOL_CRASHED:
+        envelope, signal = _settle_crash(spec, action.idempotency_key, envelope)
+    return Called(envelope, signal, owns_key=True)
+
+
+def _settle_crash(spec: ToolSpec, key: str, crash: dict[str, Any]) -> tuple[dict[str, Any], Signal]:
+    """The tool raised: ask it at once what happened under the key, so the claim is settled
+    now rather than left in progress. Found: the write happened (its receipt). Proven absent:
+    nothing was written, the call failed, and the key is given back for a retry. Unclear: an
+    unknown outcome, reconciled like any other."""
+    try:
+        lookup = spec.lookup_receipt(key)
+    except Exception:  # the lookup failing too leaves the outcome unknown
+        return crash, Signal.UNKNOWN
+    if lookup.status == ReceiptStatus.FOUND:
+        return success(lookup.receipt), Signal.GREEN
+    if lookup.status == ReceiptStatus.ABSENT:
+        return failure(
+            Reason.UNAVAILABLE,
+            TOOL_CRASHED,
+            f"{crash['message']} Nothing was written.",
+            "Try again; the same idempotency key may be reused.",
+            200,
+        ), Signal.YELLOW
+    return crash, Signal.UNKNOWN
 
 
 # --- 3. finish --------------------------------------------------------------------------------
