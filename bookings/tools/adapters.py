@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from accounts.models import Role
+from accounts.selectors import user_roles
 from agentops.contract import (
     CallContext,
     ReceiptLookup,
@@ -14,8 +16,6 @@ from agentops.contract import (
     SideEffect,
     Verification,
 )
-from accounts.models import Role
-from accounts.selectors import user_roles
 from bookings import selectors, services
 from bookings.assistant import replies
 from bookings.models import Booking, BookingStatus
