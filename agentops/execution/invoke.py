@@ -129,15 +129,69 @@ def invoke(
     except Exception as exc:  # a bug or a database refusal inside the tool: never a 500
         log.warning("tool %s raised", spec.name, exc_info=exc)
         return crashed(spec, exc), Signal.YELLOW if spec.meta.readonly else Signal.UNKNOWN
-    size = len(json.dumps(envelope, default=str).encode())
+    size = _size(envelope)
     if size > spec.meta.max_output_bytes:
+        return output_cut(spec, envelope, size)
+    return envelope, Signal(envelope["signal"])
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, default=str).encode())
+
+
+CUT_STRING_CHARS = 200
+
+
+def output_cut(
+    spec: ToolSpec, envelope: dict[str, Any], size: int
+) -> tuple[dict[str, Any], Signal]:
+    """An answer over the tool's max_output_bytes is cut to fit, with a hint, never passed
+    whole: first the longest list of its data loses items from the end, then long strings are
+    shortened; what still does not fit is refused. Receipts (ids, statuses) are short fields
+    and survive the cut."""
+    cap = spec.meta.max_output_bytes
+    cut = json.loads(json.dumps(envelope, default=str))
+    cut["truncated"] = True
+    cut["hint"] = (
+        f"{spec.name} returned {size} bytes, over its {cap}: the answer was cut. "
+        "Narrow the query or page with a smaller limit."
+    )
+    data = cut.get("data")
+    lists = (
+        sorted((v for v in data.values() if isinstance(v, list)), key=len, reverse=True)
+        if isinstance(data, dict)
+        else [data]
+        if isinstance(data, list)
+        else []
+    )
+    for items in lists:
+        while items and _size(cut) > cap:
+            items.pop()
+    if _size(cut) > cap:
+        _shorten_strings(cut.get("data"))
+    if _size(cut) > cap:
         return failure(
             Reason.OUTPUT_TOO_LARGE,
             "output_too_large",
-            f"{spec.name} returned {size} bytes, over its {spec.meta.max_output_bytes}.",
+            f"{spec.name} returned {size} bytes, over its {cap}.",
             "Narrow the query or page with a smaller limit.",
         ), Signal.RED
-    return envelope, Signal(envelope["signal"])
+    return cut, Signal(cut["signal"])
+
+
+def _shorten_strings(value: Any) -> None:
+    children = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    for key, child in list(children):
+        if isinstance(child, str) and len(child) > CUT_STRING_CHARS:
+            value[key] = child[: CUT_STRING_CHARS - 1] + "…"
+        else:
+            _shorten_strings(child)
 
 
 def _unknown(spec: ToolSpec, what: str) -> dict[str, Any]:
