@@ -17,12 +17,11 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.selectors import user_roles
 from accounts.services import token_authenticate
 from agentops import exports, registry, selectors
+from agentops.api.openapi import MAX_IDEMPOTENCY_KEY, openapi_document
 from agentops.api.presenters import run_as_json
 from agentops.execution.recorder import call_direct
 from agentops.limits import json_problem
 from agentops.runtime.runs import RunRateLimited, run_start
-
-MAX_IDEMPOTENCY_KEY = 100
 
 
 def _error(status: int, code: str, message: str) -> JsonResponse:
@@ -106,6 +105,12 @@ _PROBLEMS = {
     "string_too_long": "A string in the request body is too long.",
     "not_storable": "The request body holds NUL characters or lone surrogates.",
 }
+
+
+@require_GET
+def openapi(request):
+    """The OpenAPI 3.1 document of this API (public: what a call may be, not who may call)."""
+    return JsonResponse(openapi_document())
 
 
 @require_GET
