@@ -28,7 +28,8 @@ _STATUS = {
 def call_digest(tool: str, arguments: Any) -> str:
     """The digest of a proposed call as the model sent it (loop detection)."""
     raw = arguments if isinstance(arguments, dict) else {"_arguments": arguments}
-    return hashlib.sha256(canonical_json({"tool": tool, "params": raw}).encode()).hexdigest()
+    text = canonical_json({"tool": tool, "params": raw})
+    return hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()  # lone surrogates
 
 
 def _version(value: Any) -> int | None:
