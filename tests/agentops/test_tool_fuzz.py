@@ -186,7 +186,7 @@ def arguments(draw, tool: str) -> Any:
 
 @given(data=st.data())
 @settings(
-    max_examples=120,
+    max_examples=80,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
@@ -317,25 +317,18 @@ NASTIES: list[tuple[str, str, Any, dict[str, str]]] = [
 ]
 
 
-@pytest.mark.parametrize(
-    ("tool", "body", "headers"), [n[1:] for n in NASTIES], ids=[n[0] for n in NASTIES]
-)
-def test_hand_written_nasties_never_fail_the_server_nor_write_when_invalid(
-    token, tool, body, headers
-):
-    if isinstance(body, dict) and "expected_version" in body:
-        body["expected_version"] = (
-            body["expected_version"] or Room.objects.get(code="R7").schedule_version
-        )
-    before = world()
-    response = call(token, tool, body, **headers)
-    answer = check_answer(response, tool, before)
-    if answer is not None and answer.get("ok") is True and tool in WRITES:
-        booking = Booking.objects.get(code=answer["data"]["booking_id"])
-        assert (
-            booking.during.lower.isoformat()
-            == datetime.fromisoformat(body["start_at"]).astimezone(UTC).isoformat()
-        )
+def test_hand_written_nasties_never_fail_the_server_nor_write_when_invalid(token, subtests):
+    """One world for all of them (each compares it before and after itself)."""
+    for name, tool, body, headers in NASTIES:
+        with subtests.test(name):
+            if isinstance(body, dict) and body.get("expected_version") == 0:
+                body = body | {"expected_version": Room.objects.get(code="R7").schedule_version}
+            before = world()
+            answer = check_answer(call(token, tool, body, **headers), tool, before)
+            if answer is not None and answer.get("ok") is True and tool in WRITES:
+                booking = Booking.objects.get(code=answer["data"]["booking_id"])
+                sent = datetime.fromisoformat(body["start_at"])
+                assert booking.during.lower == sent  # the same instant, whatever the offset
 
 
 @pytest.mark.parametrize("tool", ["get_booking", "cancel_booking"])
