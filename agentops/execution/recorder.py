@@ -11,6 +11,7 @@ and trace events:
 
 from __future__ import annotations
 
+import logging
 import random
 import uuid
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ from agentops.idempotency import (
     idempotency_release,
     request_digest,
 )
+from agentops.limits import refused_input, safe_text
 from agentops.models import (
     Action,
     ActionStatus,
@@ -69,6 +71,8 @@ from agentops.runtime.transitions import action_move, run_move
 from agentops.runtime.verifier import action_context
 from agentops.trace import trace_append
 from approvals.services import STALE_CODES
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -374,46 +378,92 @@ def call_direct(
         if waiting is not None:
             return waiting
     roles = user_roles(user=user)
-    delegation = Delegation(
-        tools=frozenset(s.name for s in registry.visible_to(roles)), max_writes=1
-    )
-    now = timezone.now()
-    with transaction.atomic():
-        run = AgentRun.objects.create(
-            subject=user,
-            kind=RunKind.DIRECT,
-            goal=f"API call {name}"[:200],
-            model_name="direct",
-            delegation=delegation.to_json(),
-            budgets=DIRECT_BUDGETS.to_json(),
-            policy_version=POLICY_VERSION,
-            deadline=now + timedelta(seconds=DIRECT_BUDGETS.deadline_s),
-            turn=1,
-            proposals=1,
-        )
-        ctx = CallContext(user=user, run_id=str(run.pk), delegation=delegation)
-        _, action = proposal_record(
-            run=run,
-            ctx=ctx,
-            roles=roles,
-            turn=1,
-            index=0,
-            tool=name,
-            arguments=arguments,
-            writes_so_far=0,
-            key=key,
-        )
-        if action.status == ActionStatus.REJECTED:
-            run_move(run, RunStatus.FAILED, outcome=RunOutcome.REFUSED, reply="")
-            return action.result
-        if action.status == ActionStatus.WAITING_APPROVAL:
-            run_move(run, RunStatus.WAITING_APPROVAL, payload={"turn": 1})
-            return pending_envelope(action)
-        # The gate ran in this same transaction: no second check before the first attempt.
-        started = begin_locked(run, action, recheck=False)
-    called = action_call(started)
-    action_finish(action.pk, started.action.attempts, called, run_id=run.pk)
+    try:
+        begun = _direct_propose(user=user, name=name, arguments=arguments, key=key, roles=roles)
+    except Exception as exc:  # a bug before the call was recorded: record the attempt instead
+        log.exception("direct call of %s failed before it ran", safe_text(name, 64))
+        return _direct_crashed(user=user, name=name, arguments=arguments, exc=exc)
+    if not isinstance(begun, Started):
+        return begun
+    called = action_call(begun)
+    action_finish(begun.action.pk, begun.action.attempts, called, run_id=begun.run.pk)
     return called.envelope
+
+
+def _direct_run(*, user: Any, name: str, delegation: Delegation) -> AgentRun:
+    return AgentRun.objects.create(
+        subject=user,
+        kind=RunKind.DIRECT,
+        goal=f"API call {safe_text(name, 64)}",
+        model_name="direct",
+        delegation=delegation.to_json(),
+        budgets=DIRECT_BUDGETS.to_json(),
+        policy_version=POLICY_VERSION,
+        deadline=timezone.now() + timedelta(seconds=DIRECT_BUDGETS.deadline_s),
+        turn=1,
+        proposals=1,
+    )
+
+
+def _direct_delegation(roles: frozenset[str]) -> Delegation:
+    return Delegation(tools=frozenset(s.name for s in registry.visible_to(roles)), max_writes=1)
+
+
+@transaction.atomic
+def _direct_propose(
+    *, user: Any, name: str, arguments: Any, key: str, roles: frozenset[str]
+) -> Started | dict[str, Any]:
+    """Record the one-action run and gate its call; the envelope when it ends here (refused,
+    or waiting for an approval), else the started action (its intent committed)."""
+    delegation = _direct_delegation(roles)
+    run = _direct_run(user=user, name=name, delegation=delegation)
+    ctx = CallContext(user=user, run_id=str(run.pk), delegation=delegation)
+    _, action = proposal_record(
+        run=run,
+        ctx=ctx,
+        roles=roles,
+        turn=1,
+        index=0,
+        tool=name,
+        arguments=arguments,
+        writes_so_far=0,
+        key=key,
+    )
+    if action.status == ActionStatus.REJECTED:
+        run_move(run, RunStatus.FAILED, outcome=RunOutcome.REFUSED, reply="")
+        return action.result
+    if action.status == ActionStatus.WAITING_APPROVAL:
+        run_move(run, RunStatus.WAITING_APPROVAL, payload={"turn": 1})
+        return pending_envelope(action)
+    # The gate ran in this same transaction: no second check before the first attempt.
+    return begin_locked(run, action, recheck=False)
+
+
+def _direct_crashed(*, user: Any, name: str, arguments: Any, exc: Exception) -> dict[str, Any]:
+    """The answer and the record of a direct call that failed inside the runtime before it ran:
+    a failed run whose trace says so, with a digest of the input (nothing was written: the
+    transaction that would have recorded the call rolled back). If even that cannot be
+    recorded (the database is gone), the original error goes on to the caller."""
+    envelope = failure(
+        Reason.UNAVAILABLE,
+        "internal_error",
+        f"The call could not be processed ({type(exc).__name__}); nothing was written.",
+        "Try again shortly.",
+        1000,
+    )
+    try:
+        with transaction.atomic():
+            run = _direct_run(user=user, name=name, delegation=_direct_delegation(frozenset()))
+            payload = {"tool": safe_text(name, 64), "decision": "refuse", "check": "internal"}
+            trace_append(
+                run=run,
+                kind=EventKind.GATE,
+                payload=payload | {"refusal": envelope} | refused_input(arguments),
+            )
+            run_move(run, RunStatus.FAILED, outcome=RunOutcome.CALL_FAILED, reply="")
+    except Exception:
+        raise exc from None
+    return envelope
 
 
 def pending_envelope(action: Action) -> dict[str, Any]:

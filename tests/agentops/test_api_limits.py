@@ -202,3 +202,29 @@ def test_a_version_beyond_the_column_is_refused_not_a_500(e17):
     response = post(e17, "reserve_room", json.dumps(body).encode())
     assert response.status_code == 200
     assert response.json()["code"] == "schema_violation"
+
+
+def test_a_failure_before_the_call_is_recorded_is_answered_and_recorded(e17, monkeypatch):
+    """A bug in the runtime's own bookkeeping (here: the gate) rolls the call's records back;
+    the attempt is still answered with JSON and recorded as a failed run, input as a digest."""
+    from agentops import gate
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("bug in the gate")
+
+    monkeypatch.setattr(gate, "screen", broken)
+    before = state()
+    response = post(e17, "reserve_room", reserve_body(), HTTP_IDEMPOTENCY_KEY="gate-bug")
+
+    assert response.status_code == 200
+    assert (response.json()["code"], response.json()["signal"]) == ("internal_error", "yellow")
+    assert "bug in the gate" not in response.text
+    run = AgentRun.objects.get()
+    assert (run.status, run.outcome) == ("failed", "call_failed")
+    gate_event, finished = run.events.order_by("seq")
+    assert gate_event.payload["refusal"]["code"] == "internal_error"
+    assert gate_event.payload["refused_input"]["fields"][0] == "room_id"
+    assert finished.kind == "run_finished"
+    assert not Action.objects.exists()
+    assert not IdempotencyRecord.objects.exists()
+    assert state() == before
