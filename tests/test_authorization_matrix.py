@@ -1,8 +1,10 @@
 """The authorization matrix: every URL and websocket route, for every kind of caller, one
 expected status per cell, in one table.
 
-Routes are enumerated from the URL resolver and the ASGI websocket router: a route without a
-row fails `test_every_route_has_a_row`, so a new screen lands with its row. A row is one request
+Routes are enumerated from the URL resolver (rows in ROWS) and from the ASGI application's
+routers (websockets in WS_ROWS; an HTTP app mounted beside Django, such as MCP at /mcp, in
+ASGI_HTTP_ROWS, requested through the whole ASGI stack): a route without a row fails
+`test_every_route_has_a_row`, so a new screen lands with its row. A row is one request
 (method, path, body) and the status each principal gets; a row that changes something also says
 who may change it (the state is compared before and after each cell, which runs in its own
 savepoint). Session principals send a valid CSRF token; `test_csrf_is_required_on_every_
@@ -18,11 +20,13 @@ Principals (columns, in this order):
 from __future__ import annotations
 
 import asyncio
+import json as _json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from asgiref.testing import ApplicationCommunicator
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth import get_user_model
@@ -149,6 +153,19 @@ WS_ROWS = [
 ]
 # fmt: on
 
+# HTTP through the whole ASGI application (the server's view): an app mounted beside Django
+# (MCP at /mcp) gets its rows here, by its ASGI route; "(django)" rows prove that the wrappers
+# (header limits, static files) leave Django's authentication as it is.
+# fmt: off
+ASGI_HTTP_ROWS = [
+    #   route       method path          anon e17 e17b e23 e23b a01 a01b adm admb rev deact deactb
+    Row("(django)", "GET", "/api/tools", "401 200 200 200 200 200 200 200 200 401 401 401"),
+    Row("(django)", "GET", "/bookings/", "302 200 302 200 302 200 302 200 302 302 302 302"),
+    Row("(django)", "POST", "/api/runs", "401 202 202 202 202 202 202 202 202 401 401 401",
+        {"request": "list my bookings"}, json=True),
+]
+# fmt: on
+
 
 # --- route enumeration ------------------------------------------------------------------------------
 
@@ -164,23 +181,29 @@ def url_routes() -> set[str]:
     return set(walk(get_resolver().url_patterns))
 
 
-def websocket_routes() -> set[str]:
-    """The websocket router's routes, found by walking down the ASGI application's wrappers."""
-    from config.asgi import application
+def asgi_routes(protocol: str) -> set[str]:
+    """The routes of the ASGI application's URLRouters for one protocol, found by walking down
+    its wrappers (websockets today; an HTTP app mounted beside Django, such as MCP, tomorrow).
+    Django itself, mounted as a catch-all, is not a route of its own: the resolver lists it."""
+    import config.asgi
 
-    seen, stack, routes = set(), [application], set()
+    django_apps = {id(config.asgi.django_asgi), id(config.asgi.http_app)}
+    seen, stack, routes = set(), [config.asgi.application], set()
     while stack:
         app = stack.pop()
-        if id(app) in seen:
+        if id(app) in seen or id(app) in django_apps:
             continue
         seen.add(id(app))
         if isinstance(app, URLRouter):
-            routes |= {str(r.pattern) for r in app.routes}
+            for route in app.routes:
+                if id(route.callback) not in django_apps:
+                    routes.add(str(route.pattern))
+                stack.append(route.callback)
             continue
         for name in ("application", "inner", "app", "application_mapping"):
             child = getattr(app, name, None)
             if isinstance(child, dict):
-                stack.extend(v for k, v in child.items() if k == "websocket")
+                stack.extend(v for k, v in child.items() if k == protocol)
             elif child is not None:
                 stack.append(child)
     return routes
@@ -194,8 +217,31 @@ def test_every_route_has_a_row():
         if route not in rows and not any(route.startswith(p) for p in COVERED_BY_PREFIX)
     }
     assert not missing, f"routes without a row in ROWS: {sorted(missing)}"
-    assert websocket_routes() == {r[0] for r in WS_ROWS}, "websocket routes and WS_ROWS differ"
+    assert asgi_routes("websocket") == {r[0] for r in WS_ROWS}, (
+        "websocket routes and WS_ROWS differ"
+    )
+    unrowed = asgi_routes("http") - {r.route for r in ASGI_HTTP_ROWS}
+    assert not unrowed, f"HTTP routes of the ASGI app without a row in ASGI_HTTP_ROWS: {unrowed}"
     assert rows <= url_routes(), f"rows for routes that do not exist: {rows - url_routes()}"
+
+
+def test_an_app_mounted_beside_django_is_found_and_needs_a_row(monkeypatch):
+    """How MCP (or any ASGI app at its own path) will show up: as an HTTP route of the ASGI
+    router, which the row check above then requires; Django's catch-all is not listed."""
+    from channels.routing import ProtocolTypeRouter
+    from django.urls import path, re_path
+
+    import config.asgi
+
+    async def mcp(scope, receive, send):  # pragma: no cover - never called
+        raise AssertionError
+
+    mounted = ProtocolTypeRouter(
+        {"http": URLRouter([path("mcp", mcp), re_path(r"", config.asgi.http_app)])}
+    )
+    monkeypatch.setattr(config.asgi, "application", config.security.HeaderLimits(mounted))
+    assert asgi_routes("http") == {"mcp"}
+    assert asgi_routes("websocket") == set()
 
 
 # --- the principals and their world ------------------------------------------------------------
@@ -247,9 +293,7 @@ def _request(principal: str, row: Row, world: World, clients: dict[str, Client],
     if row.method == "GET":
         return client.get(path, **headers)
     if row.json:
-        import json
-
-        return client.post(path, json.dumps(row.data), content_type="application/json", **headers)
+        return client.post(path, _json.dumps(row.data), content_type="application/json", **headers)
     return client.post(path, row.data or {}, **headers)
 
 
@@ -308,27 +352,63 @@ def test_csrf_is_required_on_every_session_post(matrix_world):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_websocket_matrix(rooms, admin_user, approver, settings):
+def test_the_asgi_matrix(rooms, admin_user, approver, settings):
+    """Websocket routes and HTTP rows through config.asgi.application, against committed data
+    (the ASGI app's sync parts run on threads of their own)."""
     from config.asgi import application
 
     settings.WEBSOCKET_ALLOWED_ORIGINS = ["http://127.0.0.1:8000"]
+    settings.AGENT_RUN_RATE_LIMIT_PER_MINUTE = 100_000
     world, clients = _world(admin_user, approver)
 
-    def headers(principal: str) -> list[tuple[bytes, bytes]]:
-        out = [(b"origin", b"http://127.0.0.1:8000")]
+    def headers(principal: str, *, csrf: bool = False) -> list[tuple[bytes, bytes]]:
+        out = [(b"origin", b"http://127.0.0.1:8000"), (b"host", b"127.0.0.1:8000")]
+        cookies = [f"csrftoken={CSRF}"] if csrf else []
         if principal in SESSION:
-            cookie = clients[principal].cookies["sessionid"].value
-            out.append((b"cookie", f"sessionid={cookie}".encode()))
+            cookies.append(f"sessionid={clients[principal].cookies['sessionid'].value}")
+        if cookies:
+            out.append((b"cookie", "; ".join(cookies).encode()))
+        if csrf:
+            out.append((b"x-csrftoken", CSRF.encode()))
         if principal in world.tokens:
             out.append((b"authorization", f"Bearer {world.tokens[principal]}".encode()))
         return out
 
-    async def attempt(path: str, principal: str) -> int:
+    async def connect(path: str, principal: str) -> int:
         comm = WebsocketCommunicator(application, path, headers=headers(principal))
         connected, code = await comm.connect(timeout=5)
         await comm.disconnect()
         return 1 if connected else code
 
+    async def http(row: Row, principal: str) -> int:
+        body = _json.dumps(row.data).encode() if row.json else b""
+        extra = [(b"content-type", b"application/json")] if row.json else []
+        scope = {
+            "type": "http",
+            "method": row.method,
+            "path": row.path.format(**vars(world)),
+            "query_string": b"",
+            "headers": [*headers(principal, csrf=row.method == "POST"), *extra],
+            "http_version": "1.1",
+            "scheme": "http",
+            "server": ("127.0.0.1", 8000),
+            "client": ("127.0.0.1", 5000),
+        }
+        comm = ApplicationCommunicator(application, scope)
+        await comm.send_input({"type": "http.request", "body": body})
+        start = await comm.receive_output(10)
+        await comm.wait(10)
+        return start["status"]
+
+    wrong = []
     for route, path, expect in WS_ROWS:
-        got = {p: asyncio.run(attempt(path.format(**vars(world)), p)) for p in PRINCIPALS}
-        assert got == dict(zip(PRINCIPALS, map(int, expect.split()), strict=True)), route
+        for principal, code in zip(PRINCIPALS, map(int, expect.split()), strict=True):
+            got = asyncio.run(connect(path.format(**vars(world)), principal))
+            if got != code:
+                wrong.append(f"websocket /{route} {principal}: {got}, expected {code}")
+    for row in ASGI_HTTP_ROWS:
+        for principal, code in row.statuses().items():
+            got = asyncio.run(http(row, principal))
+            if got != code:
+                wrong.append(f"ASGI {row.method} {row.path} {principal}: {got}, expected {code}")
+    assert not wrong, "\n".join(wrong)
