@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.conf import settings
 
 
 class AgentopsConfig(AppConfig):
@@ -15,6 +16,10 @@ class AgentopsConfig(AppConfig):
         from approvals.signals import approval_refresh_requested, approval_settled
 
         registry.autodiscover()
+        if settings.MCP_GATEWAY_SERVERS:  # third-party MCP tools join the registry
+            from agentops.mcp.gateway import gateway_register
+
+            gateway_register()
         install_governor(call_direct)
         approval_settled.connect(approval.on_settled, dispatch_uid="agentops.approval_settled")
         approval_refresh_requested.connect(

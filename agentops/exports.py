@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from agentops.contract import ToolSpec
+from agentops.contract import Reason, Signal, ToolSpec
 
 
 @functools.cache
@@ -45,22 +45,52 @@ def openai_function(spec: ToolSpec) -> dict[str, Any]:
     }
 
 
+def envelope_schema(data: dict[str, Any]) -> dict[str, Any]:
+    """The JSON Schema of a result envelope (MCP's ``structuredContent``, on success and on
+    error alike) whose ``data`` is described by ``data``. Definitions move to the root so that
+    their references still resolve."""
+    data = dict(data)
+    defs = data.pop("$defs", None)
+    nullable_string = {"type": ["string", "null"]}
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "ok": {"type": "boolean"},
+            "signal": {"type": "string", "enum": [s.value for s in Signal]},
+            "data": data,
+            "next_cursor": nullable_string,
+            "observed_at": nullable_string,
+            "reason": {"type": "string", "enum": [r.value for r in Reason]},
+            "code": {"type": "string"},
+            "message": {"type": "string"},
+            "hint": {"type": "string"},
+            "retry_after_ms": {"type": ["integer", "null"]},
+            "pending": {"type": "object"},
+        },
+        "required": ["ok", "signal"],
+    }
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
 @functools.cache
 def mcp_tool(spec: ToolSpec) -> dict[str, Any]:
-    """An MCP tool definition; annotations are derived from the metadata, not written by hand."""
+    """An MCP tool definition; annotations are derived from the metadata, not written by hand.
+    The output schema describes the envelope (``structuredContent``) around the tool's output."""
     m = spec.meta
     return {
         "name": spec.name,
         "title": spec.name.replace("_", " ").capitalize(),
         "description": spec.description.render(),
         "inputSchema": input_schema(spec),
-        "outputSchema": output_schema(spec),
+        "outputSchema": envelope_schema(output_schema(spec)),
         "annotations": {
             "readOnlyHint": m.readonly,
             # MCP's conservative default for any write: the client should confirm.
             "destructiveHint": not m.readonly,
             "idempotentHint": m.readonly or m.enforced_idempotent,
-            "openWorldHint": False,
+            "openWorldHint": m.open_world,
         },
     }
 

@@ -207,13 +207,15 @@ def check_scope(
                 f"The user needs {', '.join(sorted(delegation.equipment))}.",
                 "Include the equipment the user asked for.",
             )
-    if fields.resource and delegation.resource:
+    allowed = delegation.allowed_resources
+    if fields.resource and allowed:
         resource = getattr(args, fields.resource, None)
-        if resource != delegation.resource:
+        if resource not in allowed:
+            named = ", ".join(sorted(allowed))
             return _out_of_scope(
                 "resource_differs",
-                f"The user asked for {delegation.resource}, not {resource}.",
-                f"Use {delegation.resource}, or tell the user it is not available.",
+                f"The user asked for {named}, not {resource}.",
+                f"Use {named}, or tell the user it is not available.",
             )
     return None
 

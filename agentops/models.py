@@ -10,17 +10,22 @@ class RunStatus(models.TextChoices):
     RUNNING = "running"
     WAITING_APPROVAL = "waiting_approval"
     RECONCILING = "reconciling"
+    COMPENSATING = "compensating"  # ending: its confirmed writes are being undone (a saga)
+    ROLLBACK_PENDING = "rollback_pending"  # an undo failed: a human finishes the rollback
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
 
 
 TERMINAL_RUN_STATUSES = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
+# A run being rolled back (runtime.saga): only its compensations run; nothing else continues.
+ROLLBACK_RUN_STATUSES = frozenset({RunStatus.COMPENSATING, RunStatus.ROLLBACK_PENDING})
 
 
 class RunKind(models.TextChoices):
     ASSISTANT = "assistant"  # a model plans it, turn by turn
-    DIRECT = "direct"  # one governed call made directly (JSON API, screens, MCP)
+    DIRECT = "direct"  # one governed call made directly (JSON API, screens)
+    MCP = "mcp"  # one MCP session: every tools/call of the session is an action of this run
 
 
 class RunOutcome(models.TextChoices):
@@ -41,6 +46,8 @@ class RunOutcome(models.TextChoices):
     MODEL_UNAVAILABLE = "model_unavailable"
     CANCELLED_BY_USER = "cancelled_by_user"
     APPROVAL_EXPIRED = "approval_expired"
+    ABANDONED = "abandoned"  # an operator abandoned a write whose outcome stayed unclear
+    SESSION_ENDED = "session_ended"  # an MCP session closed with nothing left waiting
 
 
 class AgentRun(models.Model):
@@ -71,6 +78,9 @@ class AgentRun(models.Model):
     tool_calls = models.PositiveIntegerField(default=0)
     event_seq = models.PositiveIntegerField(default=0)
     deadline = models.DateTimeField()
+    channel_session = models.CharField(
+        max_length=64, blank=True, help_text="The MCP session this run is (kind mcp)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -82,6 +92,11 @@ class AgentRun(models.Model):
                 condition=models.Q(finished_at__isnull=True)
                 | models.Q(status__in=["succeeded", "failed", "cancelled"]),
                 name="run_finished_only_when_terminal",
+            ),
+            models.UniqueConstraint(
+                fields=["channel_session"],
+                condition=~models.Q(channel_session=""),
+                name="run_channel_session_unique",
             ),
         ]
 
@@ -138,12 +153,16 @@ class EventKind(models.TextChoices):
     RECONCILE_LOOKUP = "reconcile_lookup"
     RECONCILE_RETRY = "reconcile_retry"
     RECONCILE_NEEDS_HUMAN = "reconcile_needs_human"
+    RECONCILE_DECIDED = "reconcile_decided"  # an operator's decision from the queue
     RUN_RESUMED = "run_resumed"
     VERIFIED = "verified"
     BUDGET_EXHAUSTED = "budget_exhausted"
     APPROVAL_REQUESTED = "approval_requested"
     APPROVAL_DECIDED = "approval_decided"
     APPROVAL_FROZEN = "approval_frozen"
+    RUN_COMPENSATING = "run_compensating"
+    COMPENSATION_PLANNED = "compensation_planned"
+    RUN_ROLLBACK_PENDING = "run_rollback_pending"
     RUN_FINISHED = "run_finished"
 
 
@@ -162,6 +181,19 @@ class Action(models.Model):
     risk_reasons = models.JSONField(default=list, blank=True)
     observed_version = models.IntegerField(null=True, blank=True)
     idempotency_key = models.CharField(max_length=200, blank=True)
+    compensation = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="The undo registered with this write before it ran: tool and key.",
+    )
+    compensates = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="compensations",
+        help_text="The write this call undoes (a saga's compensation).",
+    )
     status = models.CharField(max_length=20, choices=ActionStatus.choices)
     attempts = models.PositiveSmallIntegerField(default=0)
     result = models.JSONField(

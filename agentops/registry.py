@@ -23,6 +23,11 @@ def register(spec: ToolSpec) -> None:
     _TOOLS[spec.name] = spec
 
 
+def unregister(name: str) -> None:
+    """Withdraw a tool (a gateway's third-party tool whose server went away; tests)."""
+    _TOOLS.pop(name, None)
+
+
 def register_assistant(assistant: Assistant) -> None:
     if assistant not in _ASSISTANTS:
         _ASSISTANTS.append(assistant)
@@ -40,6 +45,19 @@ def autodiscover() -> None:
             register(spec)
         if getattr(module, "ASSISTANT", None) is not None:
             register_assistant(module.ASSISTANT)
+    check_compensations()
+
+
+def check_compensations() -> None:
+    """Every declared compensation names a registered write tool with a receipt lookup: the
+    runtime undoes writes only through such calls (runtime.saga)."""
+    for spec in _TOOLS.values():
+        undo = spec.compensate
+        if undo is None:
+            continue
+        target = _TOOLS.get(undo.tool)
+        if target is None or target.meta.readonly or target.lookup_receipt is None:
+            raise ValueError(f"{spec.name} is compensated by {undo.tool}: not a registered write")
 
 
 def get(name: str) -> ToolSpec | None:

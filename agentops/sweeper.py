@@ -13,6 +13,7 @@ from agentops import registry
 from agentops.contract import Reason, ReceiptStatus, Signal, failure, success
 from agentops.execution.recorder import Called, finish_locked
 from agentops.idempotency import idempotency_complete, idempotency_release
+from agentops.mcp.sessions import mcp_sessions_expire
 from agentops.models import (
     OPEN_ACTION_STATUSES,
     Action,
@@ -21,11 +22,13 @@ from agentops.models import (
     EventKind,
     IdempotencyRecord,
     IdempotencyStatus,
+    RunKind,
     RunStatus,
 )
-from agentops.runtime.locks import lock_action
+from agentops.runtime.locks import lock_action, lock_run
 from agentops.runtime.queue import enqueue_action, enqueue_reconcile, enqueue_step
 from agentops.runtime.runs import advance
+from agentops.runtime.saga import saga_resume
 from agentops.runtime.timing import ABANDONED_CLAIM_AFTER, STALE_AFTER
 from agentops.trace import trace_append
 from approvals.services import approvals_expire_due
@@ -56,7 +59,9 @@ def sweep() -> dict[str, int]:
         counts["requeued"] += 1
         with transaction.atomic():
             enqueue_action(action_id)
-    for run in AgentRun.objects.filter(status=RunStatus.RUNNING, updated_at__lt=stale):
+    # An MCP session run has no model to step: its client sends the next call.
+    idle = AgentRun.objects.filter(status=RunStatus.RUNNING, updated_at__lt=stale)
+    for run in idle.exclude(kind=RunKind.MCP):
         if run.actions.filter(status__in=OPEN_ACTION_STATUSES).exists():
             continue
         counts["steps"] += 1
@@ -65,6 +70,14 @@ def sweep() -> dict[str, int]:
                 enqueue_step(run.pk, max(run.turn, 1))
         else:
             advance(run.pk, run.turn)
+    counts["ended_sessions"] = mcp_sessions_expire(now=now)
+    counts["rollbacks"] = 0
+    for run_id in AgentRun.objects.filter(
+        status=RunStatus.COMPENSATING, updated_at__lt=stale
+    ).values_list("pk", flat=True):
+        counts["rollbacks"] += 1
+        with transaction.atomic():
+            saga_resume(lock_run(run_id))
     counts["settled_claims"] = _settle_abandoned_claims(now)
     counts["expired_approvals"] = approvals_expire_due(now=now)
     IdempotencyRecord.objects.filter(expires_at__lt=now).delete()

@@ -27,6 +27,11 @@ def reconcile_action_task(action_id: str) -> None:
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
+def reconcile_resume_task(action_id: str) -> None:
+    reconcile.action_reconcile_resume(action_id)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
 def approval_settled_task(action_id: str) -> None:
     runs.action_approval_settled(action_id)
 

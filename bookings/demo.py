@@ -4,7 +4,7 @@ from __future__ import annotations
 
 # Plain values so that `make run` can print the logins before Django is set up.
 ENG, SALES = "Engineering", "Sales"
-EMPLOYEE, APPROVER, ADMIN = "employees", "approvers", "admins"
+EMPLOYEE, APPROVER, OPERATOR, ADMIN = "employees", "approvers", "operators", "admins"
 
 # code, name, capacity, equipment, department, floor, notes, bookable, requires_approval
 ROOMS = [
@@ -47,6 +47,7 @@ USERS = [
     ("e17", "E17", ENG, [EMPLOYEE], "Lin", False),
     ("e23", "E23", SALES, [EMPLOYEE], "Sam", False),
     ("a01", "A01", ENG, [EMPLOYEE, APPROVER], "Ada", False),
+    ("o01", "O01", ENG, [EMPLOYEE, OPERATOR], "Omar", False),
     ("admin", "A00", ENG, [EMPLOYEE, ADMIN], "Admin", True),
 ]
 

@@ -12,6 +12,7 @@ from django.utils.translation import gettext_noop, pgettext, pgettext_lazy
 from bookings.errors import BookingError
 
 KNOWN_EQUIPMENT = ("projector", "whiteboard", "video", "phone", "display")
+MAX_ATTENDEES = 500  # the most people one search or booking may name
 # What the screens call each item; the stored names above stay English.
 EQUIPMENT_LABELS: dict[str, Promise] = {
     "projector": pgettext_lazy("equipment", "projector"),

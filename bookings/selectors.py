@@ -10,7 +10,7 @@ from datetime import datetime
 
 from django.db import connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, Max, OuterRef, Q
 from django.utils import timezone
 
 from accounts.models import Role, User
@@ -60,6 +60,35 @@ def room_get(*, code: str) -> Room | None:
     return Room.objects.filter(code=code).first()
 
 
+def room_is_free(*, room: Room, start_at: datetime, end_at: datetime) -> bool:
+    """No confirmed booking of ``room`` overlaps the window."""
+    return not Booking.objects.filter(
+        room=room,
+        status=BookingStatus.CONFIRMED,
+        during__overlap=DateTimeTZRange(start_at, end_at, "[)"),
+    ).exists()
+
+
+def room_largest_capacity() -> int | None:
+    """How many people the largest bookable room seats (None: no bookable room)."""
+    return Room.objects.filter(bookable=True).aggregate(largest=Max("capacity"))["largest"]
+
+
+def booking_list_overlapping(
+    *, user: User, start_at: datetime, end_at: datetime, limit: int = 5
+) -> list[Booking]:
+    """The user's confirmed bookings (any room) that overlap the window, earliest first."""
+    return list(
+        Booking.objects.select_related("room")
+        .filter(
+            requester=user,
+            status=BookingStatus.CONFIRMED,
+            during__overlap=DateTimeTZRange(start_at, end_at, "[)"),
+        )
+        .order_by("during", "id")[:limit]
+    )
+
+
 def room_policy_facts(*, code: str) -> tuple[bool, str] | None:
     """(requires_approval, department) of a room, or None: what the risk policy reads, cheaply."""
     with connection.cursor() as cursor:
@@ -100,6 +129,23 @@ def booking_lookup_receipt(*, idempotency_key: str) -> Booking | None:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [idempotency_key])
         return booking_get_by_key(idempotency_key=idempotency_key)
+
+
+CANCEL_LOOKUP_WAIT_MS = 2000
+
+
+def booking_lookup_cancel(*, idempotency_key: str) -> Booking | None:
+    """The booking a cancel under this key cancelled, after any in-flight cancel of the key has
+    committed or aborted (booking_cancel holds the key's advisory lock until commit): None
+    proves that no cancel of this key has committed so far."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        # A cancel holds its key for milliseconds; one that holds it longer is stuck somewhere,
+        # and "unknown" (raised as OperationalError) is the honest answer, not a hung worker.
+        cursor.execute(
+            "SELECT set_config('lock_timeout', %s, true)", [f"{CANCEL_LOOKUP_WAIT_MS}ms"]
+        )
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [idempotency_key])
+        return Booking.objects.select_related("room").filter(cancel_key=idempotency_key).first()
 
 
 @dataclass(frozen=True)

@@ -307,27 +307,48 @@ def _explain_refusal(
 
 
 @transaction.atomic
-def booking_cancel(*, user: User, booking_code: str) -> Booking:
+def booking_cancel(*, user: User, booking_code: str, idempotency_key: str = "") -> Booking:
     """Cancel a confirmed booking and bump its room's schedule version.
 
     Only the requester may cancel, or an admin; to anyone else another employee's booking
     looks like no booking at all (codes are sequential: "not yours" would confirm that it
     exists). Cancelling a cancelled booking returns it unchanged. Locks the room row, then the
     booking: the order booking_reserve takes them in (its insert waits on the booking only while
-    holding the room), so the two never deadlock.
+    holding the room), so the two never deadlock. With ``idempotency_key``, the cancel records
+    it on the booking (``cancel_key``) and holds the key's advisory lock until commit, so
+    booking_lookup_cancel can say what happened to it.
     """
-    not_found = BookingError(
-        "not_found",
-        "booking_not_found",
-        gettext_noop("There is no booking %(code)s."),
-        params={"code": booking_code},
-    )
+    if len(idempotency_key) > 200:
+        raise BookingError(
+            "invalid_input",
+            "bad_idempotency_key",
+            gettext_noop("An idempotency key of 1-200 characters is required."),
+        )
+    if idempotency_key:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [idempotency_key]
+            )
     found = Booking.objects.filter(code=booking_code).values_list("room_id", "requester_id").first()
     if found is None or (found[1] != user.pk and Role.ADMIN not in user_roles(user=user)):
-        raise not_found
+        raise BookingError(
+            "not_found",
+            "booking_not_found",
+            gettext_noop("There is no booking %(code)s."),
+            params={"code": booking_code},
+        )
     room = Room.objects.select_for_update().get(pk=found[0])
     booking = Booking.objects.select_for_update().get(code=booking_code)
     booking.room = room
+    if idempotency_key and (
+        Booking.objects.filter(cancel_key=idempotency_key).exclude(pk=booking.pk).exists()
+    ):
+        raise BookingError(
+            "idempotency_key_reuse",
+            "idempotency_key_reuse",
+            gettext_noop("This idempotency key already cancelled another booking."),
+            gettext_noop("Use a new key for a new request."),
+        )
     if booking.status == BookingStatus.CANCELLED:
         return booking
     room.schedule_version += 1
@@ -336,7 +357,10 @@ def booking_cancel(*, user: User, booking_code: str) -> Booking:
     booking.cancelled_at = timezone.now()
     booking.cancelled_by = user
     booking.cancelled_version = room.schedule_version
-    booking.save(update_fields=["status", "cancelled_at", "cancelled_by", "cancelled_version"])
+    booking.cancel_key = idempotency_key
+    booking.save(
+        update_fields=["status", "cancelled_at", "cancelled_by", "cancelled_version", "cancel_key"]
+    )
     return booking
 
 

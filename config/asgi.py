@@ -35,6 +35,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
 from agentops.live.routing import websocket_urlpatterns as run_routes  # noqa: E402
+from agentops.mcp.server import mcp_mount  # noqa: E402
 from approvals.routing import websocket_urlpatterns as approval_routes  # noqa: E402
 from config.security import (  # noqa: E402
     ExactOriginValidator,
@@ -46,13 +47,17 @@ from config.security import (  # noqa: E402
 # (SERVE_STATIC=false) the proxy serves `collectstatic`'s output.
 http_app = SafeStaticFilesHandler(django_asgi) if settings.SERVE_STATIC else django_asgi
 
+# /mcp: the MCP server (streamable HTTP, bearer tokens); everything else as before. Header
+# limits hold for all of it.
 application = HeaderLimits(
-    ProtocolTypeRouter(
-        {
-            "http": http_app,
-            "websocket": ExactOriginValidator(
-                AuthMiddlewareStack(URLRouter(run_routes + approval_routes))
-            ),
-        }
+    mcp_mount(
+        ProtocolTypeRouter(
+            {
+                "http": http_app,
+                "websocket": ExactOriginValidator(
+                    AuthMiddlewareStack(URLRouter(run_routes + approval_routes))
+                ),
+            }
+        )
     )
 )

@@ -115,6 +115,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "approvals.context_processors.approvals_nav",
+                "agentops.operators.context_processors.operators_nav",
             ],
         },
     },
@@ -207,6 +208,10 @@ CELERY_WORKER_SEND_TASK_EVENTS = False
 # whole pool) before and after each task unless this is set; then it does so only every N
 # tasks. config/celery.py gives connections back the way a request does instead.
 CELERY_DB_REUSE_MAX = int(os.environ.get("CELERY_DB_REUSE_MAX", "1000"))
+# Beat keeps its schedule in memory: the sweeper runs on a short interval, so nothing is lost by
+# not persisting it, and the default shelve file (dbm.sqlite3 on Python 3.13) fails under the
+# worker's embedded beat with "locking protocol", which stopped the sweeper in `make run`.
+CELERY_BEAT_SCHEDULER = "celery.beat:Scheduler"
 CELERY_BEAT_SCHEDULE = {
     "sweep-stuck-runs": {
         "task": "agentops.tasks.sweep_task",
@@ -226,6 +231,14 @@ AGENT_SWEEP_SECONDS = int(os.environ.get("AGENT_SWEEP_SECONDS", "30"))
 # Multiplies the backoff before a transient failure's retry (agentops/runtime/timing.py); tests
 # that count retries set 0 to retry at once.
 AGENT_RETRY_BACKOFF_SCALE = 1.0
+
+# --- MCP (agentops/mcp): the server at /mcp, and the gateway to third-party MCP servers ---
+# TEST ONLY, off by default: the username that unauthenticated MCP requests act as (the MCP
+# conformance suite's client sends no Authorization header). Never set it in production.
+MCP_INSECURE_DEMO_USER = os.environ.get("MCP_INSECURE_DEMO_USER", "")
+# Third-party MCP servers behind the gateway: a JSON list (or `@path/to/file.json`) of
+# {"name", "url" | "command": [...], "tools": {tool: patch}}; see README "MCP gateway".
+MCP_GATEWAY_SERVERS = os.environ.get("MCP_GATEWAY_SERVERS", "")
 
 LOGGING = {
     "version": 1,

@@ -12,4 +12,5 @@ urlpatterns = [
     path("", include("bookings.urls")),
     path("", include("agentops.api.urls")),
     path("", include("approvals.urls")),
+    path("", include("agentops.operators.urls")),
 ]

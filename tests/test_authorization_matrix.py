@@ -38,7 +38,7 @@ from django.utils import timezone
 from accounts.models import ApiToken
 from accounts.services import token_issue
 from agentops.execution.recorder import call_direct
-from agentops.models import AgentRun
+from agentops.models import Action, AgentRun
 from agentops.redis_client import get_redis
 from approvals.models import ApprovalRequest
 from bookings.models import Booking, Room
@@ -59,6 +59,7 @@ class World:
 
     booking: str
     run: str
+    action: str
     approval: str
     tokens: dict[str, str]
 
@@ -89,6 +90,10 @@ def approval_status(w: World) -> str:
     return ApprovalRequest.objects.get(pk=w.approval).status
 
 
+def action_status(w: World) -> str:
+    return Action.objects.get(pk=w.action).status
+
+
 def runs_count(w: World) -> int:
     return AgentRun.objects.count()
 
@@ -99,6 +104,7 @@ def runs_count(w: World) -> int:
 C = booking_status
 A = approval_status
 R = runs_count
+X = action_status
 EMPLOYEES = frozenset(PRINCIPALS) - {"anon", "revoked", "deact", "deactb"}
 # fmt: off
 ROWS = [
@@ -118,6 +124,13 @@ ROWS = [
     Row("approvals/<uuid:request_id>/refresh/", "POST", "/approvals/{approval}/refresh/",
                                                                               "302 302 302 302 302 302 302 302 302 302 302 302",
         state=A),
+    Row("operators/queue/",            "GET",  "/operators/queue/",           "302 403 302 403 302 403 302 200 302 302 302 302"),
+    Row("operators/queue/<uuid:action_id>/decide/", "POST", "/operators/queue/{action}/decide/",
+                                                                              "302 403 302 403 302 403 302 302 302 302 302 302",
+        {"decision": "accept_receipt"}, state=X),
+    Row("operators/queue/runs/<uuid:run_id>/rollback/", "POST", "/operators/queue/runs/{run}/rollback/",
+                                                                              "302 403 302 403 302 403 302 302 302 302 302 302",
+        state=X),
     Row("api/openapi.json",            "GET",  "/api/openapi.json",           "200 200 200 200 200 200 200 200 200 200 200 200"),
     Row("api/tools",                   "GET",  "/api/tools",                  "401 200 200 200 200 200 200 200 200 401 401 401"),
     Row("api/tools/<str:name>",        "POST", "/api/tools/get_booking",      "401 200 200 200 200 200 200 200 200 401 401 401",
@@ -153,12 +166,23 @@ WS_ROWS = [
 ]
 # fmt: on
 
+MCP_INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "matrix", "version": "1"},
+    },
+}
 # HTTP through the whole ASGI application (the server's view): an app mounted beside Django
 # (MCP at /mcp) gets its rows here, by its ASGI route; "(django)" rows prove that the wrappers
 # (header limits, static files) leave Django's authentication as it is.
 # fmt: off
 ASGI_HTTP_ROWS = [
     #   route       method path          anon e17 e17b e23 e23b a01 a01b adm admb rev deact deactb
+    Row("mcp",      "POST", "/mcp",      "401 401 200 401 200 401 200 401 200 401 401 401", MCP_INIT, json=True),
     Row("(django)", "GET", "/api/tools", "401 200 200 200 200 200 200 200 200 401 401 401"),
     Row("(django)", "GET", "/bookings/", "302 200 302 200 302 200 302 200 302 302 302 302"),
     Row("(django)", "POST", "/api/runs", "401 202 202 202 202 202 202 202 202 401 401 401",
@@ -194,6 +218,8 @@ def asgi_routes(protocol: str) -> set[str]:
         if id(app) in seen or id(app) in django_apps:
             continue
         seen.add(id(app))
+        if protocol == "http" and getattr(app, "mount_path", None):
+            routes.add(app.mount_path.lstrip("/"))  # an app mounted by path (agentops.mcp)
         if isinstance(app, URLRouter):
             for route in app.routes:
                 if id(route.callback) not in django_apps:
@@ -276,7 +302,8 @@ def _world(admin_user, approver) -> tuple[World, dict[str, Any]]:
         client.force_login(user)
         clients[name] = client
     get_user_model().objects.filter(pk=deact.pk).update(is_active=False)
-    return World(booking.code, pending["run_id"], str(approval), tokens), clients
+    world = World(booking.code, pending["run_id"], pending["action_id"], str(approval), tokens)
+    return world, clients
 
 
 def _request(principal: str, row: Row, world: World, clients: dict[str, Client], csrf: bool):
@@ -354,8 +381,14 @@ def test_csrf_is_required_on_every_session_post(matrix_world):
 @pytest.mark.django_db(transaction=True)
 def test_the_asgi_matrix(rooms, admin_user, approver, settings):
     """Websocket routes and HTTP rows through config.asgi.application, against committed data
-    (the ASGI app's sync parts run on threads of their own)."""
-    from config.asgi import application
+    (the ASGI app's sync parts run on threads of their own). The HTTP rows share one event loop:
+    the MCP endpoint's session manager lives in the loop that first used it (a fresh app here,
+    its manager shut down at the end)."""
+    import importlib
+
+    import config.asgi
+
+    application = importlib.reload(config.asgi).application
 
     settings.WEBSOCKET_ALLOWED_ORIGINS = ["http://127.0.0.1:8000"]
     settings.AGENT_RUN_RATE_LIMIT_PER_MINUTE = 100_000
@@ -382,7 +415,14 @@ def test_the_asgi_matrix(rooms, admin_user, approver, settings):
 
     async def http(row: Row, principal: str) -> int:
         body = _json.dumps(row.data).encode() if row.json else b""
-        extra = [(b"content-type", b"application/json")] if row.json else []
+        extra = (
+            [
+                (b"content-type", b"application/json"),
+                (b"accept", b"application/json, text/event-stream"),
+            ]
+            if row.json
+            else []
+        )
         scope = {
             "type": "http",
             "method": row.method,
@@ -406,9 +446,16 @@ def test_the_asgi_matrix(rooms, admin_user, approver, settings):
             got = asyncio.run(connect(path.format(**vars(world)), principal))
             if got != code:
                 wrong.append(f"websocket /{route} {principal}: {got}, expected {code}")
-    for row in ASGI_HTTP_ROWS:
-        for principal, code in row.statuses().items():
-            got = asyncio.run(http(row, principal))
-            if got != code:
-                wrong.append(f"ASGI {row.method} {row.path} {principal}: {got}, expected {code}")
+
+    async def every_http_row() -> None:
+        try:
+            for row in ASGI_HTTP_ROWS:
+                for principal, code in row.statuses().items():
+                    got = await http(row, principal)
+                    if got != code:
+                        wrong.append(f"ASGI {row.method} {row.path} {principal}: {got} != {code}")
+        finally:
+            await application.application.endpoint.shutdown()
+
+    asyncio.run(every_http_row())
     assert not wrong, "\n".join(wrong)

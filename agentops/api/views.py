@@ -154,8 +154,9 @@ def runs_create(request):
     try:
         run = run_start(user=request.user, request_text=body["request"], scope=body.get("scope"))
     except RunRateLimited as exc:
-        response = _error(429, "rate_limited", "Too many requests this minute; try again soon.")
-        response["Retry-After"] = str(max(1, exc.retry_after_ms // 1000))
+        response = _error(429, "rate_limited", exc.reply)
+        response["Retry-After"] = str(exc.retry_after_s)
+        response["Content-Language"] = exc.language
         return response
     except ValueError as exc:
         return _error(400, "invalid_request", str(exc)[:300])

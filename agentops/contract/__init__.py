@@ -28,6 +28,7 @@ from agentops.contract.planning import (
 )
 from agentops.contract.tools import (
     CallContext,
+    Compensation,
     Handler,
     ReceiptLookup,
     ReceiptStatus,
@@ -42,6 +43,7 @@ from agentops.contract.tools import (
 __all__ = [
     "Assistant",
     "CallContext",
+    "Compensation",
     "Delegation",
     "Handler",
     "ModelContext",

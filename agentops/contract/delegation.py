@@ -34,6 +34,15 @@ class Delegation:
     attendees: int | None = None
     equipment: frozenset[str] = frozenset()
     resource: str | None = None
+    # Several named things, one write each (a multi-room request): a write may name any of them.
+    resources: frozenset[str] = frozenset()
+
+    @property
+    def allowed_resources(self) -> frozenset[str]:
+        """The things a write may name; empty: any."""
+        if self.resource is not None:
+            return frozenset({self.resource})
+        return self.resources
 
     def __post_init__(self) -> None:
         if self.window is not None:
@@ -75,9 +84,10 @@ class Delegation:
                 raise ScopeError(f"the request is for {self.attendees} people")
             narrowed = replace(narrowed, attendees=attendees)
         if resource is not None:
-            if self.resource is not None and resource != self.resource:
-                raise ScopeError(f"the request names {self.resource}")
-            narrowed = replace(narrowed, resource=resource)
+            allowed = self.allowed_resources
+            if allowed and resource not in allowed:
+                raise ScopeError(f"the request names {', '.join(sorted(allowed))}")
+            narrowed = replace(narrowed, resource=resource, resources=frozenset())
         return replace(narrowed, equipment=self.equipment | equipment)
 
     def to_json(self) -> dict[str, Any]:
@@ -88,6 +98,7 @@ class Delegation:
             "attendees": self.attendees,
             "equipment": sorted(self.equipment),
             "resource": self.resource,
+            "resources": sorted(self.resources),
         }
 
     @classmethod
@@ -104,6 +115,7 @@ class Delegation:
             attendees=data.get("attendees"),
             equipment=frozenset(data.get("equipment") or ()),
             resource=data.get("resource"),
+            resources=frozenset(data.get("resources") or ()),
         )
 
 

@@ -70,8 +70,12 @@ class ReplyKind(StrEnum):
     NOTHING_DONE = "nothing_done"  # no write was confirmed; detail: what stood in the way
     STILL_CHECKING = "still_checking"  # a write's outcome is unknown
     STOPPED = "stopped"  # the run was stopped early; detail: the outcome
-    CANCELLED = "cancelled"  # the requester cancelled
+    CANCELLED = "cancelled"  # the requester cancelled; detail: what became of its writes
     APPROVAL_EXPIRED = "approval_expired"  # nobody decided in time; detail: what needed it
+    RATE_LIMITED = "rate_limited"  # too many requests; detail: seconds to wait
+    RELEASED = "released"  # a confirmed write was undone; detail: what it was (e.g. B204)
+    STILL_HELD = "still_held"  # a confirmed write could not be undone; detail: what it is
+    NONE_HELD = "none_held"  # a write in flight at a cancel turned out not to have happened
 
 
 class Assistant(Protocol):
@@ -87,6 +91,11 @@ class Assistant(Protocol):
 
     def reply(self, kind: ReplyKind, *, language: str, detail: str = "") -> str:
         """A reply to the person, in their language."""
+        ...
+
+    def language_of(self, text: str) -> str:
+        """The language to answer ``text`` in, without reading it as a request (cheap: used
+        to word a refusal before anything is read)."""
         ...
 
     def model_instructions(self) -> list[str]:

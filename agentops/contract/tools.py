@@ -36,6 +36,7 @@ class ToolMeta:
     estimated_latency_ms: int
     roles: frozenset[str]
     max_output_bytes: int = 4096
+    open_world: bool = False  # it reaches beyond this system (a third-party MCP server's tool)
 
     @property
     def timeout_s(self) -> float:
@@ -105,6 +106,19 @@ Handler = Callable[[CallContext, BaseModel], dict[str, Any]]
 
 
 @dataclass(frozen=True)
+class Compensation:
+    """How the runtime undoes a confirmed write of a tool (a saga step): by calling another
+    declared write tool, through the same recorder, under the key ``<write's key>:compensate``.
+
+    ``arguments`` builds that call's arguments from the write's receipt; ``label`` names what
+    the write produced (e.g. a booking code) for the reply."""
+
+    tool: str
+    arguments: Callable[[dict[str, Any]], dict[str, Any]]
+    label: Callable[[dict[str, Any]], str]
+
+
+@dataclass(frozen=True)
 class ToolSpec:
     """One tool, declared once. A write tool that lacks its receipt lookup or verifier cannot be
     declared: the runtime reconciles and verifies only through them."""
@@ -118,7 +132,7 @@ class ToolSpec:
     scope: ScopeFields = field(default_factory=ScopeFields)
     lookup_receipt: Callable[[str], ReceiptLookup] | None = None
     verify: Callable[[dict[str, Any], CallContext], Verification] | None = None
-    compensate: Callable[[dict[str, Any], CallContext], Any] | None = None
+    compensate: Compensation | None = None  # the undo of a confirmed write, if one exists
     assess_risk: Callable[[CallContext, BaseModel], Risk] | None = None
     # The version of the state a call acts on (e.g. a room's schedule), bound into approvals.
     environment_version: Callable[[BaseModel], int | None] | None = None

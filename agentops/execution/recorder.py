@@ -48,6 +48,7 @@ from agentops.idempotency import (
 )
 from agentops.limits import refused_input, safe_text
 from agentops.models import (
+    ROLLBACK_RUN_STATUSES,
     Action,
     ActionStatus,
     AgentRun,
@@ -57,7 +58,7 @@ from agentops.models import (
     RunStatus,
 )
 from agentops.runtime import approval
-from agentops.runtime.locks import lock_action
+from agentops.runtime.locks import lock_action, lock_run
 from agentops.runtime.proposals import call_digest, proposal_record
 from agentops.runtime.queue import enqueue_action
 from agentops.runtime.runs import POLICY_VERSION, action_settled, writes_used
@@ -66,8 +67,9 @@ from agentops.runtime.timing import (
     LEASE_GRACE,
     MAX_BACKOFF_S,
     MAX_YELLOW_RETRIES,
+    Budgets,
 )
-from agentops.runtime.transitions import action_move, run_move
+from agentops.runtime.transitions import action_move, actions_cancel_unstarted, run_move
 from agentops.runtime.verifier import action_context
 from agentops.trace import trace_append
 from approvals.services import STALE_CODES
@@ -123,18 +125,21 @@ def begin_locked(run: AgentRun, action: Action, *, recheck: bool = True) -> Star
     """Start a queued action. The caller holds the run lock. None if it must not run (then it
     is cancelled or refused, and the run goes on)."""
     spec = registry.get(action.tool)
-    if run.is_terminal:
+    undo = action.compensates_id is not None
+    if run.is_terminal or (run.status in ROLLBACK_RUN_STATUSES and not undo):
         action_move(action, ActionStatus.CANCELLED)
         trace_append(
             run=run,
             kind=EventKind.EXECUTION_SKIPPED,
             action=action,
-            payload={"why": "run is terminal"},
+            payload={"why": "run is terminal" if run.is_terminal else "run is rolling back"},
         )
         return None
     args = spec.input_model.model_validate_json(canonical_json(action.params))
     ctx = action_context(run, action)
-    refusal = _precheck(run, action, spec, ctx, args) if recheck else None
+    # A compensation is the host's undo of the run's own confirmed write, outside what the
+    # request delegated by nature; the tool still checks who may do it (e.g. one's own booking).
+    refusal = _precheck(run, action, spec, ctx, args) if recheck and not undo else None
     now = timezone.now()
     if refusal is not None and refusal.code in STALE_CODES:
         # A genuine approval that no longer fits: kept as evidence, the action frozen until a
@@ -146,7 +151,7 @@ def begin_locked(run: AgentRun, action: Action, *, recheck: bool = True) -> Star
             action=action,
             payload={"code": refusal.code, "message": refusal.message},
         )
-        if run.status == RunStatus.RUNNING:
+        if run.status == RunStatus.RUNNING and run.kind != RunKind.MCP:
             run_move(run, RunStatus.WAITING_APPROVAL, payload={"turn": action.turn})
         return None
     if refusal is not None:
@@ -294,6 +299,7 @@ def finish_locked(run: AgentRun, action: Action, called: Called) -> None:
         and run.kind == RunKind.ASSISTANT
         and action.attempts <= MAX_YELLOW_RETRIES
         and not run.is_terminal
+        and (run.status not in ROLLBACK_RUN_STATUSES or action.compensates_id is not None)
     )
     to = {
         Signal.GREEN: ActionStatus.SUCCEEDED,
@@ -367,19 +373,31 @@ def call_direct(
     arguments: Any,
     idempotency_key: str | None = None,
     channel: str = "api",
+    session_run_id: Any = None,
 ) -> dict[str, Any]:
-    """Gate, then execute one call for ``user`` (from the session or token), recorded as a
-    one-action run. Writes carry ``<channel>:<user>:<key>``: the caller's Idempotency-Key, or
-    a fresh one. Returns the envelope; a refusal has written nothing but its records. A call that needs
-    a human approval waits for one: the answer says so and where to poll."""
-    key = f"{channel}:{user.pk}:{idempotency_key or uuid.uuid4().hex}"
-    if idempotency_key:
-        waiting = _waiting_under(key, user=user, name=name, arguments=arguments)
+    """Gate, then execute one call for ``user`` (from the session or token). Recorded as a
+    one-action run, or, with ``session_run_id``, as the next turn of that session's run (an MCP
+    session: one run, its own budgets). Writes carry ``<channel>:<user>:<key>`` when the caller
+    gave an Idempotency-Key; otherwise a fresh key (direct calls) or the host's
+    ``run:turn:index`` (sessions). Returns the envelope; a refusal has written nothing but its
+    records. A call that needs a human approval waits for one: the answer says so and where to
+    poll."""
+    given = f"{channel}:{user.pk}:{idempotency_key}" if idempotency_key else None
+    if given:
+        waiting = _waiting_under(given, user=user, name=name, arguments=arguments)
         if waiting is not None:
             return waiting
     roles = user_roles(user=user)
     try:
-        begun = _direct_propose(user=user, name=name, arguments=arguments, key=key, roles=roles)
+        begun = _direct_propose(
+            user=user,
+            name=name,
+            arguments=arguments,
+            roles=roles,
+            key=given,
+            channel=channel,
+            session_run_id=session_run_id,
+        )
     except Exception as exc:  # a bug before the call was recorded: record the attempt instead
         log.exception("direct call of %s failed before it ran", safe_text(name, 64))
         return _direct_crashed(user=user, name=name, arguments=arguments, exc=exc)
@@ -390,50 +408,46 @@ def call_direct(
     return called.envelope
 
 
-def _direct_run(*, user: Any, name: str, delegation: Delegation) -> AgentRun:
-    return AgentRun.objects.create(
-        subject=user,
-        kind=RunKind.DIRECT,
-        goal=f"API call {safe_text(name, 64)}",
-        model_name="direct",
-        delegation=delegation.to_json(),
-        budgets=DIRECT_BUDGETS.to_json(),
-        policy_version=POLICY_VERSION,
-        deadline=timezone.now() + timedelta(seconds=DIRECT_BUDGETS.deadline_s),
-        turn=1,
-        proposals=1,
-    )
-
-
-def _direct_delegation(roles: frozenset[str]) -> Delegation:
-    return Delegation(tools=frozenset(s.name for s in registry.visible_to(roles)), max_writes=1)
-
-
 @transaction.atomic
 def _direct_propose(
-    *, user: Any, name: str, arguments: Any, key: str, roles: frozenset[str]
+    *,
+    user: Any,
+    name: str,
+    arguments: Any,
+    roles: frozenset[str],
+    key: str | None,
+    channel: str,
+    session_run_id: Any,
 ) -> Started | dict[str, Any]:
-    """Record the one-action run and gate its call; the envelope when it ends here (refused,
-    or waiting for an approval), else the started action (its intent committed)."""
-    delegation = _direct_delegation(roles)
-    run = _direct_run(user=user, name=name, delegation=delegation)
-    ctx = CallContext(user=user, run_id=str(run.pk), delegation=delegation)
-    _, action = proposal_record(
+    """Record the call's run (or session turn) and gate it: the envelope when it ends here
+    (refused, waiting for an approval, the session over), else the started action, its intent
+    committed with the transaction."""
+    if session_run_id is None:
+        run, ctx, usage = _direct_run(user=user, name=name, roles=roles)
+        key = key or f"{channel}:{user.pk}:{uuid.uuid4().hex}"
+    else:
+        opened = _session_turn(session_run_id, user=user, name=name, arguments=arguments)
+        if isinstance(opened, dict):
+            return opened
+        run, ctx, usage = opened
+    verdict, action = proposal_record(
         run=run,
         ctx=ctx,
         roles=roles,
-        turn=1,
+        turn=run.turn,
         index=0,
         tool=name,
         arguments=arguments,
-        writes_so_far=0,
+        writes_so_far=0 if usage is None else writes_used(run),
+        usage=usage,
         key=key,
     )
     if action.status == ActionStatus.REJECTED:
-        run_move(run, RunStatus.FAILED, outcome=RunOutcome.REFUSED, reply="")
+        _refused(run, verdict)
         return action.result
     if action.status == ActionStatus.WAITING_APPROVAL:
-        run_move(run, RunStatus.WAITING_APPROVAL, payload={"turn": 1})
+        if run.kind != RunKind.MCP:
+            run_move(run, RunStatus.WAITING_APPROVAL, payload={"turn": run.turn})
         return pending_envelope(action)
     # The gate ran in this same transaction: no second check before the first attempt.
     return begin_locked(run, action, recheck=False)
@@ -453,7 +467,7 @@ def _direct_crashed(*, user: Any, name: str, arguments: Any, exc: Exception) -> 
     )
     try:
         with transaction.atomic():
-            run = _direct_run(user=user, name=name, delegation=_direct_delegation(frozenset()))
+            run, _, _ = _direct_run(user=user, name=name, roles=frozenset())
             payload = {"tool": safe_text(name, 64), "decision": "refuse", "check": "internal"}
             trace_append(
                 run=run,
@@ -464,6 +478,70 @@ def _direct_crashed(*, user: Any, name: str, arguments: Any, exc: Exception) -> 
     except Exception:
         raise exc from None
     return envelope
+
+
+def _direct_run(*, user: Any, name: str, roles: frozenset[str]):
+    delegation = Delegation(
+        tools=frozenset(s.name for s in registry.visible_to(roles)), max_writes=1
+    )
+    run = AgentRun.objects.create(
+        subject=user,
+        kind=RunKind.DIRECT,
+        goal=f"API call {safe_text(name, 64)}",
+        model_name="direct",
+        delegation=delegation.to_json(),
+        budgets=DIRECT_BUDGETS.to_json(),
+        policy_version=POLICY_VERSION,
+        deadline=timezone.now() + timedelta(seconds=DIRECT_BUDGETS.deadline_s),
+        turn=1,
+        proposals=1,
+    )
+    return run, CallContext(user=user, run_id=str(run.pk), delegation=delegation), None
+
+
+def _session_turn(run_id: Any, *, user: Any, name: str, arguments: Any):
+    """The next turn of a session run, locked, with what it has used so far; or the refusal
+    when the session's run has ended."""
+    run = lock_run(run_id)
+    if run.subject_id != user.pk:  # the caller maps sessions per subject: never happens
+        raise PermissionError("a session run belongs to its subject only")
+    if run.is_terminal:
+        return failure(
+            Reason.RUN_TERMINAL,
+            "session_ended",
+            f"This session's run has ended ({run.outcome}).",
+            "Open a new session.",
+        )
+    run.turn += 1
+    run.proposals += 1
+    run.save(update_fields=["turn", "proposals", "updated_at"])
+    digest = call_digest(name, arguments)
+    usage = gate.RunUsage(
+        budgets=Budgets.from_json(run.budgets),
+        proposals=run.proposals,
+        tool_calls=run.tool_calls,
+        past_deadline=timezone.now() >= run.deadline,
+        same_calls_before=lambda: run.actions.filter(params_digest=digest).count(),
+    )
+    ctx = CallContext(
+        user=user, run_id=str(run.pk), delegation=Delegation.from_json(run.delegation)
+    )
+    return run, ctx, usage
+
+
+def _refused(run: AgentRun, verdict: gate.Verdict) -> None:
+    """A direct call's run ends with its refusal; a session goes on unless the refusal ends it
+    (budget, loop)."""
+    if run.kind != RunKind.MCP:
+        run_move(run, RunStatus.FAILED, outcome=RunOutcome.REFUSED, reply="")
+    elif verdict.decision == gate.GateDecision.ABORT:
+        outcome = (
+            RunOutcome.LOOP_DETECTED
+            if verdict.check == gate.GateCheck.LOOP
+            else RunOutcome.BUDGET_EXHAUSTED
+        )
+        actions_cancel_unstarted(run)
+        run_move(run, RunStatus.FAILED, outcome=outcome, reply="")
 
 
 def pending_envelope(action: Action) -> dict[str, Any]:

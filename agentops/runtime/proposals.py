@@ -10,7 +10,7 @@ import hashlib
 from typing import Any
 
 from agentops import gate
-from agentops.contract import CallContext, canonical_json
+from agentops.contract import CallContext, ToolSpec, canonical_json
 from agentops.limits import refused_input, safe_text
 from agentops.models import Action, ActionStatus, AgentRun, EventKind
 from agentops.runtime import approval
@@ -23,6 +23,17 @@ _STATUS = {
     gate.GateDecision.REFUSE: ActionStatus.REJECTED,
     gate.GateDecision.ABORT: ActionStatus.REJECTED,
 }
+
+
+COMPENSATE_SUFFIX = ":compensate"
+
+
+def compensation_intent(spec: ToolSpec, key: str) -> dict[str, str]:
+    """The undo a write is registered with before it runs ({} when its tool declares none):
+    the compensating tool and its key, ``<write's key>:compensate`` (runtime.saga runs it)."""
+    if spec.compensate is None or not key:
+        return {}
+    return {"tool": spec.compensate.tool, "key": f"{key}{COMPENSATE_SUFFIX}"}
 
 
 def call_digest(tool: str, arguments: Any) -> str:
@@ -77,6 +88,7 @@ def proposal_record(
     if status != ActionStatus.REJECTED and spec is not None:
         if not spec.meta.readonly and spec.meta.enforced_idempotent:
             action.idempotency_key = key or f"{run.pk}:{turn}:{index}"
+            action.compensation = compensation_intent(spec, action.idempotency_key)
     else:
         action.result = verdict.error.envelope()
     action_create(action, status)
@@ -93,6 +105,7 @@ def proposal_record(
             "risk_reasons": action.risk_reasons,
             "policy_version": run.policy_version,
             "idempotency_key": action.idempotency_key,
+            **({"compensation": action.compensation} if action.compensation else {}),
             **({"refusal": action.result} if action.result else {}),
         },
     )

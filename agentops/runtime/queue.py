@@ -19,6 +19,7 @@ from django.db import transaction
 STEP = "agentops.tasks.run_step_task"
 EXECUTE = "agentops.tasks.execute_action_task"
 RECONCILE = "agentops.tasks.reconcile_action_task"
+RECONCILE_RESUME = "agentops.tasks.reconcile_resume_task"
 APPROVAL_SETTLED = "agentops.tasks.approval_settled_task"
 APPROVAL_REFRESH = "agentops.tasks.approval_refresh_task"
 
@@ -70,3 +71,8 @@ def enqueue_approval_refresh(action_id: Any) -> None:
 
 def enqueue_reconcile(action_id: Any) -> None:
     _send(RECONCILE, [str(action_id)])
+
+
+def enqueue_reconcile_resume(action_id: Any) -> None:
+    """An operator settled the action from a web request: the run goes on in a worker."""
+    _send(RECONCILE_RESUME, [str(action_id)])

@@ -29,6 +29,7 @@ from agentops.contract import (
 )
 from agentops.models import (
     OPEN_ACTION_STATUSES,
+    ROLLBACK_RUN_STATUSES,
     UNSETTLED_ACTION_STATUSES,
     WRITE_COUNTING_STATUSES,
     Action,
@@ -51,8 +52,9 @@ from agentops.runtime.queue import (
     enqueue_reconcile,
     enqueue_step,
 )
+from agentops.runtime.saga import run_end, saga_advance
 from agentops.runtime.timing import DEFAULT_BUDGETS, Budgets
-from agentops.runtime.transitions import action_move, actions_cancel_unstarted, run_move
+from agentops.runtime.transitions import action_move, run_move
 from agentops.trace import trace_append
 from approvals.models import RequestStatus
 from approvals.selectors import approval_request_latest
@@ -64,9 +66,17 @@ MAX_REQUEST_CHARS = 2000
 
 
 class RunRateLimited(Exception):  # noqa: N818 -- a refusal, not a failure
-    def __init__(self, retry_after_ms: int) -> None:
+    """``reply`` words the refusal for the person, in the language of their request."""
+
+    def __init__(self, retry_after_ms: int, *, reply: str = "", language: str = "en") -> None:
         super().__init__("too many runs started this minute")
         self.retry_after_ms = retry_after_ms
+        self.reply = reply or str(self)
+        self.language = language
+
+    @property
+    def retry_after_s(self) -> int:
+        return max(1, -(-self.retry_after_ms // 1000))
 
 
 class ScopeIn(BaseModel):
@@ -122,7 +132,13 @@ def run_start(
         budgets = Budgets.from_json(DEFAULT_BUDGETS.to_json() | budgets)
     retry_after_ms = ratelimit.run_starts.hit(user.pk)
     if retry_after_ms is not None:
-        raise RunRateLimited(retry_after_ms)
+        assistant = registry.assistant()
+        language = assistant.language_of((request_text or "")[:MAX_REQUEST_CHARS])
+        refused = RunRateLimited(retry_after_ms, language=language)
+        refused.reply = assistant.reply(
+            ReplyKind.RATE_LIMITED, language=language, detail=str(refused.retry_after_s)
+        )
+        raise refused
     text = (request_text or "").strip()
     if not text or len(text) > MAX_REQUEST_CHARS or "\x00" in text:
         raise ValueError(f"request must be 1-{MAX_REQUEST_CHARS} characters of text")
@@ -161,12 +177,14 @@ def run_start(
 
 
 def run_cancel(*, run_id: Any, user: Any) -> AgentRun:
+    """Cancel the user's run. Calls that have not started never will; a write in flight is
+    waited for, and the writes the run confirmed are released (runtime.saga): the reply says
+    what became of them, from the verified state."""
     with transaction.atomic():
         run = AgentRun.objects.select_for_update().get(pk=run_id, subject=user)
-        if not run.is_terminal:
-            actions_cancel_unstarted(run)
+        if not run.is_terminal and run.status not in ROLLBACK_RUN_STATUSES:
             reply = registry.assistant().reply(ReplyKind.CANCELLED, language=run.language)
-            run_move(run, RunStatus.CANCELLED, outcome=RunOutcome.CANCELLED_BY_USER, reply=reply)
+            run_end(run, RunStatus.CANCELLED, outcome=RunOutcome.CANCELLED_BY_USER, reply=reply)
     return run
 
 
@@ -174,8 +192,11 @@ def run_cancel(*, run_id: Any, user: Any) -> AgentRun:
 
 
 def writes_used(run: AgentRun) -> int:
-    """Writes that used the run's allowance. A refused or failed write wrote nothing."""
-    return run.actions.filter(readonly=False, status__in=WRITE_COUNTING_STATUSES).count()
+    """Writes that used the run's allowance. A refused or failed write wrote nothing; a
+    compensation is the host's undo, not a write of the request."""
+    return run.actions.filter(
+        readonly=False, status__in=WRITE_COUNTING_STATUSES, compensates__isnull=True
+    ).count()
 
 
 def run_step(run_id: Any, turn: int) -> None:
@@ -323,6 +344,12 @@ def advance_locked(run: AgentRun, turn: int) -> None:
 def action_settled(run: AgentRun, action: Action) -> None:
     """An action has finished an attempt (or was refused right before it): continue the run.
     The caller holds the run lock and has moved the action already."""
+    if run.status in ROLLBACK_RUN_STATUSES or action.compensates_id is not None:
+        if action.status == ActionStatus.UNKNOWN_OUTCOME:
+            enqueue_reconcile(action.pk)  # a rollback waits for what really happened
+        elif action.status != ActionStatus.QUEUED:  # else a retry is scheduled
+            saga_advance(run)
+        return
     if action.status == ActionStatus.UNKNOWN_OUTCOME:
         if run.status == RunStatus.RUNNING:
             run_move(run, RunStatus.RECONCILING, payload={"key": action.idempotency_key})
@@ -334,8 +361,9 @@ def action_settled(run: AgentRun, action: Action) -> None:
         resume_if_clear(run, action)
     elif run.kind == RunKind.DIRECT:
         _finish_direct(run, action)
-    else:
+    elif run.kind == RunKind.ASSISTANT:
         advance_locked(run, action.turn)
+    # An MCP session run goes on: its client sends the next call.
 
 
 def resume_if_clear(run: AgentRun, action: Action) -> None:
@@ -349,7 +377,8 @@ def resume_if_clear(run: AgentRun, action: Action) -> None:
         return
     if run.status == RunStatus.RECONCILING:
         run_move(run, RunStatus.RUNNING, payload={"turn": action.turn})
-    advance_locked(run, action.turn)
+    if run.kind == RunKind.ASSISTANT:
+        advance_locked(run, action.turn)
 
 
 def _finish_direct(run: AgentRun, action: Action, outcome: RunOutcome | None = None) -> None:
@@ -402,6 +431,9 @@ def action_approval_settled(action_id: Any) -> None:
                 "key_id": record.key_id if record else None,
             },
         )
+        if run.kind == RunKind.MCP:  # a session: only this call is decided, the run goes on
+            _mcp_approval_settled(action, request.status, record)
+            return
         if request.status == RequestStatus.APPROVED:
             action_move(action, ActionStatus.QUEUED)
         elif request.status == RequestStatus.REJECTED:
@@ -426,12 +458,11 @@ def action_approval_settled(action_id: Any) -> None:
             reply = registry.assistant().reply(
                 ReplyKind.APPROVAL_EXPIRED, language=run.language, detail=what
             )
-            run_move(run, RunStatus.FAILED, outcome=RunOutcome.APPROVAL_EXPIRED, reply=reply)
+            run_end(run, RunStatus.FAILED, outcome=RunOutcome.APPROVAL_EXPIRED, reply=reply)
             return
         elif request.status == RequestStatus.WITHDRAWN:  # the requester took it back
-            actions_cancel_unstarted(run)
             reply = registry.assistant().reply(ReplyKind.CANCELLED, language=run.language)
-            run_move(run, RunStatus.CANCELLED, outcome=RunOutcome.CANCELLED_BY_USER, reply=reply)
+            run_end(run, RunStatus.CANCELLED, outcome=RunOutcome.CANCELLED_BY_USER, reply=reply)
             return
         else:
             return
@@ -447,6 +478,29 @@ def action_approval_settled(action_id: Any) -> None:
                     _finish_direct(run, action)
             else:
                 advance_locked(run, action.turn)
+
+
+def _mcp_approval_settled(action: Action, status: str, record: Any) -> None:
+    """In an MCP session run a decision settles only its call: approved, it runs; rejected,
+    expired or withdrawn, it is refused. The session's other calls are not affected."""
+    if status == RequestStatus.APPROVED:
+        action_move(action, ActionStatus.QUEUED)
+        continue_action(action.pk)
+    elif status in (RequestStatus.REJECTED, RequestStatus.EXPIRED, RequestStatus.WITHDRAWN):
+        code, message = {
+            RequestStatus.REJECTED: (
+                "approval_rejected",
+                f"An approver rejected this call: {record.reason if record else ''}",
+            ),
+            RequestStatus.EXPIRED: (
+                "approval_expired",
+                "Nobody approved this call before its deadline.",
+            ),
+            RequestStatus.WITHDRAWN: ("approval_withdrawn", "The request was withdrawn."),
+        }[status]
+        reason = Reason.EXPIRED if status == RequestStatus.EXPIRED else Reason.FORBIDDEN
+        refusal = ToolError(reason, code, message, "Nothing was done; do not retry it unchanged.")
+        action_move(action, ActionStatus.REJECTED, result=refusal.envelope())
 
 
 def action_approval_refresh(action_id: Any) -> None:

@@ -38,6 +38,11 @@ class Budgets:
 
 DEFAULT_BUDGETS = Budgets()
 DIRECT_BUDGETS = Budgets(max_turns=1, max_proposals=1, max_tool_calls=1, deadline_s=60)
+# One MCP session (a run of kind mcp): every tools/call is a turn; the deadline bounds the
+# session and every approval asked in it.
+MCP_SESSION_BUDGETS = Budgets(
+    max_turns=200, max_proposals=200, max_tool_calls=200, deadline_s=8 * 3600
+)
 
 LOOP_LIMIT = 5  # the same call proposed this many times in a run aborts it
 MAX_YELLOW_RETRIES = 3  # transient failures: attempts 2..4
@@ -46,6 +51,9 @@ MAX_RECONCILE_RETRIES = 3  # re-runs of a write proven absent
 LEASE_GRACE = timedelta(seconds=5)
 STALE_AFTER = timedelta(seconds=20)
 ABANDONED_CLAIM_AFTER = timedelta(minutes=2)
+# An operator's decision on an unclear write gives the action and its run this long to finish
+# (as an approval does): the decision may come long after the run's own deadline.
+OPERATOR_DECISION_WINDOW = timedelta(minutes=5)
 IDEMPOTENCY_TTL = timedelta(days=7)
 FAULT_PAUSE_LIMIT_S = 30  # an injected pause never holds a worker longer than this
 RATE_WINDOW_S = 60

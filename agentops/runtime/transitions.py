@@ -21,21 +21,37 @@ from agentops.models import (
 from agentops.runtime import approval
 from agentops.trace import trace_append
 
+# Every non-terminal status may end through compensating: a run that cannot finish undoes the
+# writes it confirmed first (runtime.saga). A failed undo waits in rollback_pending for a
+# human, who retries it (compensating again) or closes the run.
 RUN_MOVES: dict[RunStatus, frozenset[RunStatus]] = {
     RunStatus.RUNNING: frozenset(
         {
             RunStatus.WAITING_APPROVAL,
             RunStatus.RECONCILING,
+            RunStatus.COMPENSATING,
             RunStatus.SUCCEEDED,
             RunStatus.FAILED,
             RunStatus.CANCELLED,
         }
     ),
     RunStatus.WAITING_APPROVAL: frozenset(
-        {RunStatus.RUNNING, RunStatus.FAILED, RunStatus.CANCELLED}
+        {RunStatus.RUNNING, RunStatus.COMPENSATING, RunStatus.FAILED, RunStatus.CANCELLED}
     ),
     RunStatus.RECONCILING: frozenset(
-        {RunStatus.RUNNING, RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
+        {
+            RunStatus.RUNNING,
+            RunStatus.COMPENSATING,
+            RunStatus.SUCCEEDED,
+            RunStatus.FAILED,
+            RunStatus.CANCELLED,
+        }
+    ),
+    RunStatus.COMPENSATING: frozenset(
+        {RunStatus.ROLLBACK_PENDING, RunStatus.FAILED, RunStatus.CANCELLED}
+    ),
+    RunStatus.ROLLBACK_PENDING: frozenset(
+        {RunStatus.COMPENSATING, RunStatus.FAILED, RunStatus.CANCELLED}
     ),
     RunStatus.SUCCEEDED: frozenset(),
     RunStatus.FAILED: frozenset(),
@@ -65,7 +81,12 @@ ACTION_MOVES: dict[ActionStatus | None, frozenset[ActionStatus]] = {
         }
     ),
     ActionStatus.UNKNOWN_OUTCOME: frozenset(
-        {ActionStatus.SUCCEEDED, ActionStatus.QUEUED, ActionStatus.NEEDS_HUMAN}
+        {
+            ActionStatus.SUCCEEDED,
+            ActionStatus.QUEUED,
+            ActionStatus.NEEDS_HUMAN,
+            ActionStatus.CANCELLED,  # proven absent, and its run is being rolled back
+        }
     ),
     ActionStatus.NEEDS_HUMAN: frozenset(
         {ActionStatus.SUCCEEDED, ActionStatus.QUEUED, ActionStatus.FAILED}
@@ -80,6 +101,8 @@ _RUN_EVENT = {
     RunStatus.WAITING_APPROVAL: EventKind.RUN_WAITING_APPROVAL,
     RunStatus.RECONCILING: EventKind.RUN_RECONCILING,
     RunStatus.RUNNING: EventKind.RUN_RESUMED,
+    RunStatus.COMPENSATING: EventKind.RUN_COMPENSATING,
+    RunStatus.ROLLBACK_PENDING: EventKind.RUN_ROLLBACK_PENDING,
 }
 
 

@@ -3,8 +3,10 @@ environment confirms every write's receipt (the tool's own verify), within the d
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from agentops import registry
-from agentops.contract import CallContext, Delegation, ReplyKind, Step, StepOutcome
+from agentops.contract import Delegation, ReplyKind, Step, StepOutcome
 from agentops.models import (
     UNSETTLED_ACTION_STATUSES,
     Action,
@@ -14,7 +16,9 @@ from agentops.models import (
     RunOutcome,
     RunStatus,
 )
-from agentops.runtime.transitions import actions_cancel_unstarted, run_move
+from agentops.runtime.context import action_context
+from agentops.runtime.saga import run_end
+from agentops.runtime.transitions import run_move
 from agentops.trace import trace_append
 
 _STEP_OUTCOME = {
@@ -22,17 +26,6 @@ _STEP_OUTCOME = {
     StepOutcome.GAVE_UP: RunOutcome.GAVE_UP,
     StepOutcome.ASK_USER: RunOutcome.ASK_USER,
 }
-
-
-def action_context(run: AgentRun, action: Action) -> CallContext:
-    """Who and what a call of this action runs as: the run's subject, never the model's say."""
-    return CallContext(
-        user=run.subject,
-        run_id=str(run.pk),
-        action_id=str(action.pk),
-        idempotency_key=action.idempotency_key,
-        delegation=Delegation.from_json(run.delegation),
-    )
 
 
 def still_checking(run: AgentRun) -> str:
@@ -49,10 +42,10 @@ def finish_with_verification(run: AgentRun, step: Step) -> None:
         run.reply = still_checking(run)
         run.save(update_fields=["reply", "updated_at"])
         return
-    writes = run.actions.filter(readonly=False, status=ActionStatus.SUCCEEDED).order_by(
-        "turn", "call_index"
-    )
-    summaries, problems = [], []
+    writes = run.actions.filter(
+        readonly=False, status=ActionStatus.SUCCEEDED, compensates__isnull=True
+    ).order_by("turn", "call_index")
+    summaries, problems, gone = [], [], []
     for action in writes:
         spec = registry.get(action.tool)
         receipt = (action.result or {}).get("data") or {}
@@ -65,29 +58,49 @@ def finish_with_verification(run: AgentRun, step: Step) -> None:
         )
         if not verdict.holds:
             problems.append(verdict.detail)
+            gone.append(action.pk)
         elif spec.summarize is not None:
             summaries.append(spec.summarize(receipt, run.language))
         else:
             summaries.append(verdict.detail)
-    wanted_write = Delegation.from_json(run.delegation).max_writes > 0
+    delegation = Delegation.from_json(run.delegation)
+    wanted_write = delegation.max_writes > 0
     nothing_done = assistant.reply(
         ReplyKind.NOTHING_DONE, language=run.language, detail=step.message
     )
+    complete = step.outcome == StepOutcome.DONE and not _missing(delegation, writes)
     if problems:
-        run_move(run, RunStatus.FAILED, outcome=RunOutcome.VERIFICATION_FAILED, reply=nothing_done)
+        outcome = RunOutcome.VERIFICATION_FAILED
+        run_end(run, RunStatus.FAILED, outcome=outcome, reply=nothing_done, gone=gone)
+    elif summaries and not complete:  # a part of a multi-write request: undone, not reported
+        outcome = _STEP_OUTCOME[step.outcome]
+        run_end(run, RunStatus.FAILED, outcome=outcome, reply=nothing_done)
     elif summaries:
         run_move(run, RunStatus.SUCCEEDED, outcome=RunOutcome.VERIFIED, reply=" ".join(summaries))
     elif step.outcome == StepOutcome.DONE and not wanted_write:
         run_move(run, RunStatus.SUCCEEDED, outcome=RunOutcome.ANSWERED, reply=step.message)
-    else:
-        run_move(run, RunStatus.FAILED, outcome=_STEP_OUTCOME[step.outcome], reply=nothing_done)
+    else:  # writes it confirmed on the way are undone first (runtime.saga)
+        run_end(run, RunStatus.FAILED, outcome=_STEP_OUTCOME[step.outcome], reply=nothing_done)
+
+
+def _missing(delegation: Delegation, writes: Iterable[Action]) -> set[str]:
+    """The named things of a several-resource delegation (one write each) that no confirmed
+    write covers: such a request is done only when all of them are."""
+    if not delegation.resources:
+        return set()
+    covered = set()
+    for action in writes:
+        spec = registry.get(action.tool)
+        if spec is not None and spec.scope.resource:
+            covered.add(action.params.get(spec.scope.resource))
+    return set(delegation.resources) - covered
 
 
 def finish_unverified(run: AgentRun, outcome: RunOutcome) -> None:
     """End early (budget, loop, model down): calls that have not started never will, and only
-    verified receipts may be reported, so the reply says nothing was done."""
+    verified receipts may be reported, so the reply says nothing was done (writes confirmed on
+    the way are undone first: runtime.saga)."""
     assistant = registry.assistant()
-    actions_cancel_unstarted(run)
     stopped = assistant.reply(ReplyKind.STOPPED, language=run.language, detail=outcome.value)
     reply = assistant.reply(ReplyKind.NOTHING_DONE, language=run.language, detail=stopped)
-    run_move(run, RunStatus.FAILED, outcome=outcome, reply=reply)
+    run_end(run, RunStatus.FAILED, outcome=outcome, reply=reply)

@@ -1,5 +1,7 @@
 """The offline planner (default): reads the request, proposes a search, then a reservation of
-the smallest fitting room; re-searches after a conflict; retries a timed-out read once."""
+the smallest fitting room; re-searches after a conflict; retries a timed-out read once. When it
+books nothing it says what stood in the way, from what the search observed (the named room, the
+largest room, a room the person already holds then) or from the refusal."""
 
 from __future__ import annotations
 
@@ -8,8 +10,11 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from agentops.contract import ModelContext, Observation, Proposal, Step, StepOutcome
-from bookings.assistant import replies
+from bookings.assistant import multiroom, replies
 from bookings.assistant.parsing import BookingRequest, parse_booking_request
+from bookings.rules import MAX_ATTENDEES
+
+OFFERED = 3  # free rooms named when the requested one cannot be booked
 
 
 class RulesPlanner:
@@ -19,13 +24,20 @@ class RulesPlanner:
         now = datetime.fromisoformat(ctx.now)
         parsed = parse_booking_request(ctx.goal, now=now, tz=now.tzinfo or ZoneInfo("UTC"))
         if not isinstance(parsed, BookingRequest):
-            return Step(message=replies.clarifying_question(parsed), outcome=StepOutcome.ASK_USER)
+            message = replies.clarifying_question(parsed, asker=ctx.subject.get("employee_id", ""))
+            outcome = StepOutcome.GAVE_UP if parsed.problem and not parsed.missing else None
+            return Step(message=message, outcome=outcome or StepOutcome.ASK_USER)
+        if len(parsed.room_codes) > 1:  # several named rooms: one run, one booking per room
+            return multiroom.propose(ctx, parsed)
         search = {
             "start_at": parsed.start_at.isoformat(),
             "end_at": parsed.end_at.isoformat(),
-            "attendees": parsed.attendees,
+            # More people than any search takes: the search still says how big the rooms are.
+            "attendees": min(parsed.attendees, MAX_ATTENDEES),
             "equipment": list(parsed.equipment),
         }
+        if parsed.room_code:
+            search["room_id"] = parsed.room_code  # the search says what stands in its way
         history = ctx.history
         reserves = [o for o in history if o.tool == "reserve_room"]
         if any(o.result.get("ok") for o in reserves):
@@ -36,32 +48,34 @@ class RulesPlanner:
         if last.tool == "reserve_room":
             if last.result.get("reason") == "conflict":
                 return Step([Proposal("find_available_rooms", search)])  # the snapshot is stale
-            return Step(
-                message=replies.booking_refused(ctx.language, last.result.get("message", "")),
-                outcome=StepOutcome.GAVE_UP,
-            )
+            return self._refused(ctx, parsed, last.result, replies.booking_refused)
         if last.tool != "find_available_rooms":
             return Step(outcome=StepOutcome.GAVE_UP)
         if not last.result.get("ok"):
             failed_reads = sum(
                 1 for o in history if o.tool == "find_available_rooms" and not o.result.get("ok")
             )
-            if last.result.get("signal") != "yellow":  # red: retrying cannot help
-                return Step(
-                    message=replies.search_refused(ctx.language, last.result.get("message", "")),
-                    outcome=StepOutcome.GAVE_UP,
-                )
+            # Red, or refused for the rest of the minute: retrying now cannot help.
+            retryable = last.result.get("signal") == "yellow"
+            if not retryable or last.result.get("reason") == "rate_limited":
+                return self._refused(ctx, parsed, last.result, replies.search_refused)
             if failed_reads < 2:
                 return Step([Proposal("find_available_rooms", search)])  # one more, bounded
             return Step(
                 message=replies.search_unverified(ctx.language), outcome=StepOutcome.GAVE_UP
             )
-        pick = self._choose(last, reserves, parsed, ctx.subject.get("department", ""))
+        own = last.result.get("data", {}).get("own_bookings") or []
+        if own and not parsed.another_room:
+            # A second room at the same time is nearly always a mistake (a repeated request, a
+            # forgotten booking), and the assistant cannot cancel: ask instead of booking.
+            return Step(
+                message=replies.already_holding(ctx.language, own), outcome=StepOutcome.ASK_USER
+            )
+        department = ctx.subject.get("department", "")
+        pick = self._choose(last, reserves, parsed, department)
         if pick is None:
             return Step(
-                message=replies.no_room(
-                    ctx.language, people=parsed.attendees, equipment=parsed.equipment
-                ),
+                message=self._nothing_fits(ctx.language, last, reserves, parsed, department),
                 outcome=StepOutcome.GAVE_UP,
             )
         return Step(
@@ -81,30 +95,78 @@ class RulesPlanner:
         )
 
     @staticmethod
+    def _refused(ctx: ModelContext, parsed: BookingRequest, envelope: dict, worded) -> Step:
+        """A tool refused: say what stood in the way, in the person's language."""
+        if envelope.get("reason") == "rate_limited":
+            message = replies.too_many_requests(
+                ctx.language, retry_after_ms=envelope.get("retry_after_ms")
+            )
+        elif envelope.get("code") == "start_in_past":
+            message = replies.in_the_past(
+                ctx.language, start_at=parsed.start_at, end_at=parsed.end_at
+            )
+        else:
+            message = worded(ctx.language, envelope)
+        return Step(message=message, outcome=StepOutcome.GAVE_UP)
+
+    @staticmethod
+    def _nothing_fits(
+        language: str,
+        found: Observation,
+        reserves: list[Observation],
+        parsed: BookingRequest,
+        department: str,
+    ) -> str:
+        """Why no room was booked, from what the search observed."""
+        data = found.result.get("data", {})
+        named = data.get("named_room")
+        if parsed.room_code and named:
+            offer = _ranked(_free(found, reserves), department)
+            return replies.named_room_unavailable(
+                language,
+                named=named,
+                people=parsed.attendees,
+                equipment=parsed.equipment,
+                taken_meanwhile=parsed.room_code in _conflicted(reserves),
+                offer=[r["room_id"] for r in offer if r["room_id"] != named["room_id"]][:OFFERED],
+            )
+        largest = data.get("largest_capacity")
+        if largest is not None and parsed.attendees > largest:
+            return replies.too_many_people(language, people=parsed.attendees, largest=largest)
+        return replies.no_room(language, people=parsed.attendees, equipment=parsed.equipment)
+
+    @staticmethod
     def _choose(
         found: Observation, reserves: list[Observation], parsed: BookingRequest, department: str
     ) -> dict[str, Any] | None:
-        # A room whose slot was taken is out. A room refused only for a stale version may be
-        # tried again if this newer search still lists it free (with its new version).
-        conflicted = {
-            o.arguments.get("room_id") for o in reserves if o.result.get("code") == "slot_taken"
-        }
-        rooms = [
-            r
-            for r in found.result.get("data", {}).get("rooms", [])
-            if r["room_id"] not in conflicted
-        ]
+        rooms = _free(found, reserves)
         if parsed.room_code:
             rooms = [r for r in rooms if r["room_id"] == parsed.room_code]
-        if not rooms:
-            return None
-        # Smallest fitting room; ordinary rooms of one's own department before ones needing approval.
-        return min(
-            rooms,
-            key=lambda r: (
-                r["requires_approval"],
-                r["department"] != department,
-                r["capacity"],
-                int(r["room_id"][1:]),
-            ),
-        )
+        ranked = _ranked(rooms, department)
+        return ranked[0] if ranked else None
+
+
+def _conflicted(reserves: list[Observation]) -> set[str]:
+    return {o.arguments.get("room_id") for o in reserves if o.result.get("code") == "slot_taken"}
+
+
+def _free(found: Observation, reserves: list[Observation]) -> list[dict[str, Any]]:
+    """The rooms the search found free. A room whose slot was taken is out; a room refused only
+    for a stale version may be tried again if this newer search lists it (with its new version)."""
+    conflicted = _conflicted(reserves)
+    rooms = found.result.get("data", {}).get("rooms", [])
+    return [r for r in rooms if r["room_id"] not in conflicted]
+
+
+def _ranked(rooms: list[dict[str, Any]], department: str) -> list[dict[str, Any]]:
+    """Smallest fitting room first; ordinary rooms of one's own department before ones needing
+    approval."""
+    return sorted(
+        rooms,
+        key=lambda r: (
+            r["requires_approval"],
+            r["department"] != department,
+            r["capacity"],
+            int(r["room_id"][1:]),
+        ),
+    )

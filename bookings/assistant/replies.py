@@ -12,7 +12,14 @@ from django.utils.translation import gettext as _
 from django.utils.translation import pgettext
 
 from agentops.contract import ReplyKind
-from bookings.assistant.parsing import END_BEFORE_START, NO_END, Clarification
+from bookings.assistant.parsing import (
+    CANCEL_OR_CHANGE,
+    END_BEFORE_START,
+    FOR_SOMEONE_ELSE,
+    NO_END,
+    Clarification,
+)
+from bookings.errors import BookingError
 from bookings.rules import equipment_label
 
 DJANGO_LANGUAGE = {"zh": "zh-hans", "en": "en"}
@@ -32,8 +39,40 @@ def _join(words: list[str]) -> str:
     }
 
 
-def clarifying_question(clarification: Clarification) -> str:
+def sentences(*parts: str) -> str:
+    """Sentences one after another, the way the active language writes them (English puts a
+    space between them, Chinese does not)."""
+    joined = ""
+    for part in filter(None, parts):
+        if joined:
+            part = pgettext("two sentences", "%(first)s %(second)s") % {
+                "first": joined,
+                "second": part,
+            }
+        joined = part
+    return joined
+
+
+def clarifying_question(clarification: Clarification, *, asker: str = "") -> str:
+    """What to ask (or say) when a request is not a booking the assistant can make as asked;
+    ``asker`` is the employee id of the person asking."""
     with in_language(clarification.language):
+        if clarification.problem == CANCEL_OR_CHANGE:
+            return _(
+                "I can book a meeting room for you, one room per request. I cannot cancel or "
+                "change bookings: cancel yours on the %(page)s page."
+            ) % {"page": _("My bookings")}
+        if clarification.problem == FOR_SOMEONE_ELSE:
+            if asker and clarification.named == asker:
+                return _(
+                    "I always book for the person asking (you, %(asker)s): ask again without "
+                    "naming anyone."
+                ) % {"asker": asker}
+            return _(
+                "I book rooms only for the person asking, so I booked nothing for %(named)s. "
+                "If the room is for you, ask again without naming %(named)s; %(named)s can ask "
+                "for their own."
+            ) % {"named": clarification.named}
         parts = {
             "date": _("which day"),
             "time": _("what time (start and end)"),
@@ -41,11 +80,11 @@ def clarifying_question(clarification: Clarification) -> str:
         }
         prefix = ""
         if clarification.problem == END_BEFORE_START:
-            prefix = _("The end time must be after the start time.") + " "
+            prefix = _("The end time must be after the start time.")
         elif clarification.problem == NO_END:
             parts["time"] = _("until what time (or for how long)")
         asked = _join([str(parts[name]) for name in clarification.missing])
-        return prefix + _("Please tell me %(what)s.") % {"what": asked}
+        return sentences(prefix, _("Please tell me %(what)s.") % {"what": asked})
 
 
 def equipment_text(equipment: Iterable[str]) -> str:
@@ -64,6 +103,101 @@ def no_room(language: str, *, people: int, equipment: Iterable[str]) -> str:
         }
 
 
+def _offer(*, people: int, rooms: list[str]) -> str:
+    if not rooms:
+        return _("No other room fits %(people)s people at that time either.") % {"people": people}
+    return _("Free rooms for %(people)s people at that time: %(rooms)s. Ask again naming one.") % {
+        "people": people,
+        "rooms": _join(rooms),
+    }
+
+
+def named_room_unavailable(
+    language: str,
+    *,
+    named: dict,
+    people: int,
+    equipment: Iterable[str],
+    taken_meanwhile: bool,
+    offer: list[str],
+) -> str:
+    """Why the room the person named cannot be booked, from the search's ``named_room``, and
+    the free rooms that fit instead (``offer``: room codes, best first)."""
+    with in_language(language):
+        room = named["room_id"]
+        missing = [e for e in equipment if e not in named.get("equipment", [])]
+        if not named.get("exists"):
+            why = _("There is no room %(room)s.") % {"room": room}
+        elif not named.get("bookable"):
+            why = _("%(room)s cannot be booked: it is not open for booking.") % {"room": room}
+        elif (named.get("capacity") or 0) < people:
+            why = _("%(room)s seats only %(capacity)s people.") % {
+                "room": room,
+                "capacity": named["capacity"],
+            }
+        elif missing:
+            why = _("%(room)s has no %(equipment)s.") % {
+                "room": room,
+                "equipment": equipment_text(missing),
+            }
+        elif taken_meanwhile:
+            why = _("%(room)s was taken while I was booking it.") % {"room": room}
+        else:
+            why = _("%(room)s is already booked at that time.") % {"room": room}
+        return sentences(why, _offer(people=people, rooms=offer))
+
+
+def too_many_people(language: str, *, people: int, largest: int) -> str:
+    with in_language(language):
+        return _("No room seats %(people)s people: the largest room seats %(largest)s.") % {
+            "people": people,
+            "largest": largest,
+        }
+
+
+def already_holding(language: str, bookings: list[dict]) -> str:
+    """The person already holds a room at this time (the search's ``own_bookings``)."""
+    with in_language(language):
+        held = [
+            _("%(room)s (booking %(code)s, %(start)s–%(end)s)")
+            % {
+                "room": b["room_id"],
+                "code": b["booking_id"],
+                "start": f"{_local(b['start_at']):%H:%M}",
+                "end": f"{_local(b['end_at']):%H:%M}",
+            }
+            for b in bookings
+        ]
+        return sentences(
+            _("You already have %(bookings)s at this time.") % {"bookings": _join(held)},
+            _(
+                "I booked nothing, so that you do not hold two rooms at once. If you need "
+                'another room as well, ask again and say "another room".'
+            ),
+        )
+
+
+def in_the_past(language: str, *, start_at: datetime, end_at: datetime) -> str:
+    start, end = timezone.localtime(start_at), timezone.localtime(end_at)
+    with in_language(language):
+        return _("%(day)s, %(start)s–%(end)s is in the past. Tell me a time from now on.") % {
+            "day": dateformat.format(start, _("D j M Y")),
+            "start": f"{start:%H:%M}",
+            "end": f"{end:%H:%M}",
+        }
+
+
+def too_many_requests(language: str, *, retry_after_ms: int | None) -> str:
+    seconds = max(1, -(-(retry_after_ms or 1000) // 1000))
+    return reply(ReplyKind.RATE_LIMITED, language=language, detail=str(seconds))
+
+
+def refusal_text(envelope: dict) -> str:
+    """A tool's refusal in the active language: the booking service's messages carry their
+    msgid; other refusals (the runtime's gate) are shown as they came."""
+    return BookingError.from_envelope(envelope).display_message
+
+
 def search_unverified(language: str) -> str:
     with in_language(language):
         return _(
@@ -71,22 +205,54 @@ def search_unverified(language: str) -> str:
         )
 
 
-def search_refused(language: str, message: str) -> str:
+def search_refused(language: str, envelope: dict) -> str:
     with in_language(language):
-        return _("The room search was refused: %(message)s") % {"message": message}
+        return _("The room search was refused: %(message)s") % {"message": refusal_text(envelope)}
 
 
-def booking_refused(language: str, message: str) -> str:
+def rooms_not_free(language: str, *, rooms: list[str]) -> str:
     with in_language(language):
-        return _("The booking was refused: %(message)s") % {"message": message}
+        return _("%(rooms)s is not free for that time, so I booked none of the rooms.") % {
+            "rooms": _join(rooms)
+        }
+
+
+def booking_refused(language: str, envelope: dict) -> str:
+    with in_language(language):
+        return _("The booking was refused: %(message)s") % {"message": refusal_text(envelope)}
+
+
+# Why a run stopped early (the runtime's outcome values), worded when the reply is built.
+_STOP_REASONS = {
+    "budget_exhausted": lambda: _("it used up its budget"),
+    "loop_detected": lambda: _("it kept repeating the same call"),
+    "model_unavailable": lambda: _("the assistant's model did not answer"),
+    "rate_limited": lambda: _("too many requests this minute"),
+}
+
+
+# A multi-room request is all or nothing: when it ends without all its rooms, or is cancelled,
+# the bookings it made are released (the runtime's saga); these say what became of each one.
+_ROLLBACK = {
+    ReplyKind.RELEASED: lambda: _("%(code)s had already been booked and was released."),
+    ReplyKind.STILL_HELD: lambda: _(
+        "%(code)s had already been booked and is still booked: releasing it failed, "
+        "and an operator will release it."
+    ),
+    ReplyKind.NONE_HELD: lambda: _("nothing was booked."),
+}
 
 
 def reply(kind: ReplyKind, *, language: str, detail: str = "") -> str:
     with in_language(language):
         if kind == ReplyKind.NOTHING_DONE:
-            return f"{_('Nothing was booked.')} {detail}".strip()
+            return sentences(_("Nothing was booked."), detail.strip())
         if kind == ReplyKind.CANCELLED:
+            if detail:  # what became of the run's bookings, from the verified state
+                return _("Cancelled; %(outcome)s") % {"outcome": detail}
             return pgettext("run", "Cancelled.")
+        if kind in _ROLLBACK:
+            return _ROLLBACK[kind]() % {"code": detail}
         if kind == ReplyKind.APPROVAL_EXPIRED:
             return _("%(what)s needed approval and nobody decided in time; nothing was booked.") % {
                 "what": detail
@@ -96,8 +262,15 @@ def reply(kind: ReplyKind, *, language: str, detail: str = "") -> str:
                 "Still checking whether the booking went through; nothing has been booked twice. "
                 "This page will update."
             )
+        if kind == ReplyKind.RATE_LIMITED:
+            return _(
+                "You sent too many requests this minute. Try again in %(seconds)s seconds."
+            ) % {"seconds": detail}
         if kind == ReplyKind.STOPPED:
-            return _("The request was stopped (%(why)s).") % {"why": detail.replace("_", " ")}
+            why = _STOP_REASONS.get(detail)
+            return _("The request was stopped (%(why)s).") % {
+                "why": why() if why else detail.replace("_", " ")
+            }
         raise ValueError(kind)
 
 

@@ -6,17 +6,20 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from django.db import OperationalError
+
 from accounts.models import Role
 from accounts.selectors import user_roles
 from agentops.contract import (
     CallContext,
+    Compensation,
     ReceiptLookup,
     ReceiptStatus,
     Risk,
     SideEffect,
     Verification,
 )
-from bookings import selectors, services
+from bookings import selectors
 from bookings.assistant import replies
 from bookings.models import Booking, BookingStatus
 from bookings.tools.handlers import booking_out
@@ -58,18 +61,32 @@ def reserve_verify(receipt: dict[str, Any], ctx: CallContext) -> Verification:
             return Verification(False, "booking lies outside the delegated time window")
     if delegation.attendees and booking.attendees != delegation.attendees:
         return Verification(False, "attendees differ from the delegation")
-    if delegation.resource and booking.room.code != delegation.resource:
+    allowed = delegation.allowed_resources
+    if allowed and booking.room.code not in allowed:
         return Verification(False, f"{booking.room.code} is not the room the user asked for")
     return Verification(True, f"{booking.code} confirmed in {booking.room.code}")
 
 
-def reserve_compensate(receipt: dict[str, Any], ctx: CallContext) -> Any:
-    return services.booking_cancel(user=ctx.user, booking_code=receipt["booking_id"])
+# A confirmed reservation is undone by cancelling it (a saga's compensation): the runtime
+# calls cancel_booking through its recorder, under the key "<reserve key>:compensate".
+RESERVE_COMPENSATION = Compensation(
+    tool="cancel_booking",
+    arguments=lambda receipt: {"booking_id": receipt["booking_id"]},
+    label=lambda receipt: str(receipt.get("booking_id", "")),
+)
 
 
 def cancel_lookup_receipt(key: str) -> ReceiptLookup:
-    # Cancelling is naturally idempotent: the booking's status is the receipt.
-    return ReceiptLookup(ReceiptStatus.UNKNOWN, detail="look the booking up by its code")
+    """What happened to the cancel made under ``key``: the booking that carries it as its
+    cancel key (found), none once any in-flight cancel of the key has ended (absent: running
+    it again is safe), or unknown when the lookup could not get that answer."""
+    try:
+        booking = selectors.booking_lookup_cancel(idempotency_key=key)
+    except OperationalError as exc:
+        return ReceiptLookup(ReceiptStatus.UNKNOWN, detail=f"lookup failed: {exc}"[:200])
+    if booking is None:
+        return ReceiptLookup(ReceiptStatus.ABSENT, detail="no booking was cancelled under this key")
+    return ReceiptLookup(ReceiptStatus.FOUND, _receipt_of(booking))
 
 
 def cancel_verify(receipt: dict[str, Any], ctx: CallContext) -> Verification:

@@ -86,11 +86,50 @@ def find_available_rooms(ctx: CallContext, args: FindAvailableRoomsInput) -> dic
         }
         for a in found[:MAX_CANDIDATES]
     ]
-    data = {"rooms": rooms, "observed_at": observed_at, "truncated": len(found) > MAX_CANDIDATES}
+    data = {
+        "rooms": rooms,
+        "observed_at": observed_at,
+        "truncated": len(found) > MAX_CANDIDATES,
+        "named_room": _named_room(args) if args.room_id else None,
+        "largest_capacity": None if found else selectors.room_largest_capacity(),
+        "own_bookings": [
+            {
+                "booking_id": b.code,
+                "room_id": b.room.code,
+                "start_at": b.during.lower,
+                "end_at": b.during.upper,
+            }
+            for b in selectors.booking_list_overlapping(
+                user=ctx.user, start_at=args.start_at, end_at=args.end_at
+            )
+        ],
+    }
     return success(
         FindAvailableRoomsOutput.model_validate(data).model_dump(mode="json"),
         observed_at=observed_at,
     )
+
+
+def _named_room(args: FindAvailableRoomsInput) -> dict[str, Any]:
+    """What stands between the person and the room they named, as the database has it."""
+    room = selectors.room_get(code=args.room_id)
+    if room is None:
+        return {
+            "room_id": args.room_id,
+            "exists": False,
+            "bookable": False,
+            "capacity": None,
+            "equipment": [],
+            "free": False,
+        }
+    return {
+        "room_id": room.code,
+        "exists": True,
+        "bookable": room.bookable,
+        "capacity": room.capacity,
+        "equipment": room.equipment,
+        "free": selectors.room_is_free(room=room, start_at=args.start_at, end_at=args.end_at),
+    }
 
 
 @_domain_errors
@@ -121,7 +160,9 @@ def reserve_room(ctx: CallContext, args: ReserveRoomInput) -> dict[str, Any]:
 
 @_domain_errors
 def cancel_booking(ctx: CallContext, args: BookingRef) -> dict[str, Any]:
-    booking = services.booking_cancel(user=ctx.user, booking_code=args.booking_id)
+    booking = services.booking_cancel(
+        user=ctx.user, booking_code=args.booking_id, idempotency_key=ctx.idempotency_key
+    )
     return success(BookingOut.model_validate(booking_out(booking)).model_dump(mode="json"))
 
 

@@ -7,6 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from bookings.rules import MAX_ATTENDEES
+
 Equipment = Literal["display", "phone", "projector", "video", "whiteboard"]
 RoomCode = Annotated[str, Field(pattern=r"^R\d{1,4}$", description="Room code, e.g. R7")]
 BookingCode = Annotated[str, Field(pattern=r"^B\d{1,9}$", description="Booking code, e.g. B204")]
@@ -24,9 +26,16 @@ class FindAvailableRoomsInput(Strict):
         description="Start, ISO 8601 with offset, e.g. 2026-09-28T14:00:00+08:00"
     )
     end_at: AwareDatetime = Field(description="End (exclusive), ISO 8601 with offset")
-    attendees: int = Field(ge=1, le=500, description="Number of people")
+    attendees: int = Field(ge=1, le=MAX_ATTENDEES, description="Number of people")
     equipment: list[Equipment] = Field(
         default_factory=list, max_length=5, description="Equipment the room must have"
+    )
+    room_id: str | None = Field(
+        default=None,
+        max_length=16,
+        pattern=r"^R\d+$",
+        description="A room the person named: rooms still lists every free room that fits, "
+        "and named_room says whether this one exists, is bookable, fits and is free",
     )
 
 
@@ -44,10 +53,37 @@ class RoomCandidate(Strict):
     )
 
 
+class NamedRoom(Strict):
+    room_id: str
+    exists: bool
+    bookable: bool
+    capacity: int | None
+    equipment: list[str]
+    free: bool = Field(description="No confirmed booking overlaps the window")
+
+
+class OwnBooking(Strict):
+    booking_id: str
+    room_id: str
+    start_at: datetime
+    end_at: datetime
+
+
 class FindAvailableRoomsOutput(Strict):
     rooms: list[RoomCandidate]
     observed_at: datetime
     truncated: bool
+    named_room: NamedRoom | None = Field(
+        default=None, description="The room passed as room_id, as the database has it"
+    )
+    largest_capacity: int | None = Field(
+        default=None,
+        description="When no room is listed: how many people the largest bookable room seats",
+    )
+    own_bookings: list[OwnBooking] = Field(
+        default_factory=list,
+        description="The signed-in employee's confirmed bookings overlapping the window",
+    )
 
 
 class ReserveRoomInput(Strict):
@@ -55,7 +91,10 @@ class ReserveRoomInput(Strict):
     start_at: AwareDatetime
     end_at: AwareDatetime
     attendees: int | None = Field(
-        default=None, ge=1, le=500, description="Defaults to the number of people requested"
+        default=None,
+        ge=1,
+        le=MAX_ATTENDEES,
+        description="Defaults to the number of people requested",
     )
     equipment: list[Equipment] = Field(default_factory=list, max_length=5)
     expected_version: int = Field(

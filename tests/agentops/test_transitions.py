@@ -84,3 +84,27 @@ def test_moving_a_succeeded_action_raises_and_saves_nothing():
 def test_a_terminal_run_move_needs_an_outcome():
     with pytest.raises(IllegalMoveError, match="without an outcome"):
         run_move(_Row(RunStatus.RUNNING), RunStatus.FAILED)
+
+
+def test_a_run_with_writes_can_roll_back_from_every_live_status():
+    live = {RunStatus.RUNNING, RunStatus.WAITING_APPROVAL, RunStatus.RECONCILING}
+    for status in live:
+        assert RunStatus.COMPENSATING in RUN_MOVES[status], status
+    sources = {s for s, moves in RUN_MOVES.items() if RunStatus.COMPENSATING in moves}
+    assert sources == live | {RunStatus.ROLLBACK_PENDING}
+
+
+def test_a_rollback_never_ends_in_success_and_only_a_failed_undo_waits_for_a_human():
+    assert RUN_MOVES[RunStatus.COMPENSATING] == {
+        RunStatus.ROLLBACK_PENDING,
+        RunStatus.FAILED,
+        RunStatus.CANCELLED,
+    }
+    sources = {s for s, moves in RUN_MOVES.items() if RunStatus.ROLLBACK_PENDING in moves}
+    assert sources == {RunStatus.COMPENSATING}
+    assert RunStatus.SUCCEEDED not in RUN_MOVES[RunStatus.ROLLBACK_PENDING]
+    assert RunStatus.RUNNING not in RUN_MOVES[RunStatus.ROLLBACK_PENDING]
+
+
+def test_an_unknown_outcome_is_dropped_only_as_cancelled_never_failed():
+    assert ActionStatus.CANCELLED in ACTION_MOVES[ActionStatus.UNKNOWN_OUTCOME]

@@ -50,6 +50,12 @@ _RELATIVE_DAYS = (
     (re.compile(r"后天"), 2),
     (re.compile(r"明天|明日|明(?=[早晚])"), 1),
     (re.compile(r"今天|今日|今(?=[早晚])"), 0),
+    # Past days are read too, so that the reply can say they are past instead of asking.
+    (re.compile(r"\b(?:the\s+)?day\s+before\s+yesterday\b"), -2),
+    (re.compile(r"\byesterday\b"), -1),
+    (re.compile(r"大前天"), -3),
+    (re.compile(r"前天"), -2),
+    (re.compile(r"昨天|昨日|昨(?=[早晚])"), -1),
 )
 _EN_WEEKDAYS = {
     "mon": 0,
@@ -61,11 +67,11 @@ _EN_WEEKDAYS = {
     "sun": 6,
 }
 _EN_WEEKDAY = re.compile(
-    r"\b(?:(?P<which>next|this|coming|on)\s+)?"
+    r"\b(?:(?P<which>next|this|coming|on|last)\s+)?"
     r"(?P<name>mon|tue|wed|thu|fri|sat|sun)(?:day|s|sday|nesday|rsday|r|rs|urday)?\b"
 )
 _ZH_WEEKDAY = re.compile(
-    r"(?P<which>下下个?|下个?|这个?|本)?\s*(?:周|星期|礼拜)\s*(?P<name>[一二三四五六日天1-7])"
+    r"(?P<which>下下个?|下个?|上上个?|上个?|这个?|本)?\s*(?:周|星期|礼拜)\s*(?P<name>[一二三四五六日天1-7])"
 )
 _ZH_WEEKDAYS = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
 _DAY_OF_MONTH = re.compile(
@@ -109,8 +115,8 @@ def extract_date(s: str, today: date) -> tuple[date | None, str]:
         weekday = int(name) - 1 if name.isdigit() else _ZH_WEEKDAYS[name]
         which = (match["which"] or "").rstrip("个")
         monday = today - timedelta(days=today.weekday())
-        if which in ("下", "下下"):
-            weeks = 1 if which == "下" else 2
+        if which in ("下", "下下", "上", "上上"):
+            weeks = {"下": 1, "下下": 2, "上": -1, "上上": -2}[which]
             return monday + timedelta(weeks=weeks, days=weekday), blank(s, match)
         if which in ("这", "本"):
             return monday + timedelta(days=weekday), blank(s, match)
@@ -118,8 +124,11 @@ def extract_date(s: str, today: date) -> tuple[date | None, str]:
 
     match = _EN_WEEKDAY.search(s)
     if match is not None:
-        earliest = 0 if match["which"] == "this" else 1
         weekday = _EN_WEEKDAYS[match["name"]]
+        if match["which"] == "last":
+            back = (today.weekday() - weekday) % 7 or 7
+            return today - timedelta(days=back), blank(s, match)
+        earliest = 0 if match["which"] == "this" else 1
         return _next_weekday(today, weekday, earliest=earliest), blank(s, match)
 
     match = _DAY_OF_MONTH.search(s)

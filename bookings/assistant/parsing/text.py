@@ -131,3 +131,18 @@ def extract_equipment(s: str) -> tuple[str, ...]:
         if not _NEGATED.search(s[max(0, match.start() - 24) : match.start()])
     }
     return tuple(sorted(found))
+
+
+MAX_ROOMS = 5  # a multi-room request books at most this many rooms (one write each)
+
+
+def extract_room_codes(s: str) -> tuple[tuple[str, ...], str]:
+    """Every room code the text names ("R7 and R9", "R7 和 R9"), in order, without repeats,
+    all blanked out of the text."""
+    codes: list[str] = []
+    for match in _ROOM_CODE.finditer(s):
+        code = match.group(0).upper()
+        if code not in codes:
+            codes.append(code)
+        s = blank(s, match)
+    return tuple(codes[:MAX_ROOMS]), s

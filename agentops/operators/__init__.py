@@ -1,0 +1,1 @@
+"""The operators' screens: the reconciliation queue (unclear writes a human settles)."""
