@@ -15,7 +15,7 @@ LOCALES ?= zh_Hans
 # makemessages only reads settings; these addresses are never dialled.
 NO_SERVERS := DATABASE_URL=$${DATABASE_URL:-postgres://localhost/unused} REDIS_URL=$${REDIS_URL:-redis://localhost/0}
 
-.PHONY: run test test-integration services stop lint bench bench-contention bench-runtime bench-cpu bench-profile venv clean compilemessages messages
+.PHONY: run test test-integration services stop lint bench bench-contention bench-runtime bench-cpu bench-profile bench-trace venv clean compilemessages messages
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12+ is required (Django 6)."; exit 1; }
@@ -75,6 +75,9 @@ bench-cpu: venv
 
 bench-profile: venv
 	$(PY) -m config.devservers exec --var var/bench-profile --fresh --fast -- $(PY) bench/profile_run.py
+
+bench-trace: venv
+	$(PY) -m config.devservers exec --var var/bench-trace --fresh --fast -- $(PY) bench/trace_latency.py
 
 clean:
 	rm -rf var

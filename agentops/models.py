@@ -84,10 +84,20 @@ class AgentRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A client's one-time key for starting this run (the assistant form, `Idempotency-Key` of
+    # POST /api/runs): the same key and request give this run again, never a second one.
+    idempotency_key = models.CharField(max_length=100, blank=True)
+    request_digest = models.CharField(max_length=64, blank=True)
+    replayed = False  # not stored: run_start sets it when a key gave back an existing run
 
     class Meta:
         ordering = ["-created_at"]
         constraints = [
+            models.UniqueConstraint(
+                fields=["subject", "idempotency_key"],
+                condition=~models.Q(idempotency_key=""),
+                name="run_idempotency_key_unique",
+            ),
             models.CheckConstraint(
                 condition=models.Q(finished_at__isnull=True)
                 | models.Q(status__in=["succeeded", "failed", "cancelled"]),

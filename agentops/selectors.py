@@ -7,8 +7,11 @@ from typing import Any
 
 from django.db.models import Prefetch
 
-from agentops.models import Action, AgentRun, EventKind, RunStatus, TraceEvent
+from accounts.models import Role
+from accounts.selectors import user_roles
+from agentops.models import Action, AgentRun, EventKind, RunKind, RunStatus, TraceEvent
 from agentops.trace import event_json
+from approvals.selectors import approval_pending_for_run
 
 
 def run_get_for_user(*, run_id: Any, user: Any) -> AgentRun | None:
@@ -70,3 +73,26 @@ def runs_rollback_pending(*, limit: int = 100) -> list[PendingRollback]:
             )
         )
     return pending
+
+
+def run_get_for_viewer(*, run_id: Any, user: Any) -> AgentRun | None:
+    """A run the user may watch: their own, one with an approval request this approver may
+    decide now, or any run for an admin. Any other reads as absent (existence not revealed)."""
+    run = AgentRun.objects.filter(pk=run_id).first()
+    if run is None or run.subject_id == user.pk:
+        return run
+    roles = user_roles(user=user)
+    if Role.ADMIN in roles:
+        return run
+    if Role.APPROVER in roles and approval_pending_for_run(run_ref=str(run.pk), approver=user):
+        return run
+    return None
+
+
+def run_list_for_user(*, user: Any, limit: int = 20) -> list[AgentRun]:
+    """The user's assistant runs, newest first."""
+    return list(
+        AgentRun.objects.filter(subject=user, kind=RunKind.ASSISTANT).order_by("-created_at")[
+            :limit
+        ]
+    )

@@ -73,3 +73,13 @@ def approvals_decided(*, limit: int = 50) -> list[ApprovalRequest]:
 
 def approval_audit_for(*, request_id: Any) -> list[ApprovalAudit]:
     return list(ApprovalAudit.objects.filter(request_id=request_id).select_related("actor"))
+
+
+def approval_pending_for_run(*, run_ref: str, approver: User) -> bool:
+    """Whether a request of this run waits for a decision this approver may take (not their
+    own): what lets an approver watch the run."""
+    return (
+        ApprovalRequest.objects.filter(run_ref=run_ref, status=RequestStatus.PENDING)
+        .exclude(requester=approver)
+        .exists()
+    )

@@ -1,7 +1,8 @@
 """`make run`: embedded servers (unless DATABASE_URL/REDIS_URL), migrations, demo data, a Celery
 worker with beat, and the ASGI web server, under a small supervisor: a child that dies is started
 again (the worker above all: runs in flight are redelivered and reconciled), the others and the
-data stores stay up. Ctrl-C stops every child it started."""
+data stores stay up. Ctrl-C, SIGTERM or SIGHUP (to the launcher or its whole process group, any
+number of times) stops every child it started and the embedded servers, once."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from config import devservers
 
@@ -25,14 +27,71 @@ RESTART_WINDOW_S = 60.0
 MAX_HEADER_BYTES = 32768
 
 
-def _port_free(host: str, port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class StopRequested(Exception):  # noqa: N818 -- a request, not a failure
+    pass
+
+
+class Shutdown:
+    """Stops what the launcher started, exactly once, whatever signals arrive meanwhile.
+
+    A signal only records the request (the handler never raises, so no signal can cut the
+    launcher or its shutdown in half); the launcher checks it between steps and while it
+    waits. A process-group SIGTERM reaches the launcher together with its children, and a
+    second one often follows while it stops: that changes nothing."""
+
+    def __init__(self, var: Path) -> None:
+        self.var = var
+        self.children: list[subprocess.Popen] = []
+        self.services: devservers.Services | None = None
+        self.requested = False
+        self.stopping = False
+        self.pidfile = var / "run.pid"
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        self.requested = True
+
+    def install(self) -> None:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, self.on_signal)
+
+    def check(self) -> None:
+        if self.requested:
+            raise StopRequested
+
+    def __call__(self) -> None:
+        if self.stopping:
+            return
+        self.stopping = True
+        print("Stopping the web server, the worker and the embedded servers...", file=sys.stderr)
+        sys.stderr.flush()
         try:
-            s.bind((host, port))
-        except OSError:
-            return False
-    return True
+            for child in self.children:
+                if child.poll() is None:
+                    child.send_signal(signal.SIGTERM)
+            for child in self.children:
+                try:
+                    child.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+        finally:
+            try:
+                self._services_down()
+            finally:
+                self.pidfile.unlink(missing_ok=True)
+
+    def _services_down(self) -> None:
+        if self.services is None:
+            return
+        try:
+            if self.services.started_postgres:
+                devservers.stop_postgres(self.var)
+        finally:
+            if self.services.started_redis:
+                devservers.stop_redis(self.var)
 
 
 @dataclass
@@ -56,13 +115,19 @@ class Supervisor:
         spawn: Callable[..., subprocess.Popen] = subprocess.Popen,
         clock: Callable[[], float] = time.monotonic,
         log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+        spawned: list[subprocess.Popen] | None = None,
     ) -> None:
         self.children, self.env = children, env
         self.spawn, self.clock, self.log = spawn, clock, log
+        self.spawned = spawned if spawned is not None else []  # every process it started
+
+    def _start(self, child: Child) -> None:
+        child.process = self.spawn(child.argv, env=self.env)
+        self.spawned.append(child.process)
 
     def start(self) -> None:
         for child in self.children:
-            child.process = self.spawn(child.argv, env=self.env)
+            self._start(child)
 
     def check(self) -> bool:
         now = self.clock()
@@ -79,7 +144,7 @@ class Supervisor:
                 return False
             child.restarts.append(now)
             self.log(f"The {child.name} exited ({code}); starting it again.")
-            child.process = self.spawn(child.argv, env=self.env)
+            self._start(child)
         return True
 
     def alive(self) -> bool:
@@ -113,6 +178,16 @@ def web_argv(host: str, port: int) -> list[str]:
     ]
 
 
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def main() -> int:
     host = os.environ.get("HOST", "127.0.0.1")
     try:
@@ -128,31 +203,44 @@ def main() -> int:
         )
         return 1
 
-    services = devservers.up(devservers.DEFAULT_VAR)
-    env = os.environ | {"DATABASE_URL": services.database_url, "REDIS_URL": services.redis_url}
-    env.setdefault("SERVE_STATIC", "true")  # no proxy in front of `make run`
-    beat_schedule = str(devservers.DEFAULT_VAR / "celerybeat-schedule")
-    supervisor = Supervisor(
-        [
-            Child("Celery worker", worker_argv(beat_schedule)),
-            Child("web server", web_argv(host, port)),
-        ],
-        env=env,
-    )
-
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
+    var = Path(os.environ.get("AGENTOPS_VAR", devservers.DEFAULT_VAR))
+    stop = Shutdown(var)
+    stop.install()
+    children = stop.children
+    var.mkdir(parents=True, exist_ok=True)
+    stop.pidfile.write_text(f"{os.getpid()}\n")  # `kill "$(cat var/run.pid)"` stops it all
     try:
+        services = stop.services = devservers.up(var)
+        stop.check()
+        env = os.environ | {
+            "DATABASE_URL": services.database_url,
+            "REDIS_URL": services.redis_url,
+            "AGENTOPS_VAR": str(var),
+        }
+        env.setdefault("SERVE_STATIC", "true")  # no proxy in front of `make run`
         manage = [PY, "manage.py"]
         subprocess.run([*manage, "migrate", "--noinput"], env=env, check=True)
+        stop.check()
         subprocess.run([*manage, "seed_demo"], env=env, check=True)
+        stop.check()
+        supervisor = Supervisor(
+            [
+                Child("Celery worker", worker_argv(str(var / "celerybeat-schedule"))),
+                Child("web server", web_argv(host, port)),
+            ],
+            env=env,
+            spawned=children,  # what Shutdown stops, restarted children included
+        )
         supervisor.start()
         # Print the banner once the web server answers, after the worker's start-up chatter.
         deadline = time.monotonic() + 30
         while not devservers.port_open(port, host) and time.monotonic() < deadline:
+            stop.check()
             if not supervisor.alive():
                 break
             time.sleep(0.2)
         time.sleep(1.0)
+        stop.check()
         from bookings.demo import USERS, demo_password
 
         logins = "\n".join(f"    {u[0]:<6} {demo_password(u[0])}" for u in USERS)
@@ -163,21 +251,20 @@ def main() -> int:
             "  Ctrl-C stops the web server, the worker and the embedded servers.\n",
             flush=True,
         )
-        while supervisor.check():
-            time.sleep(0.5)
-        return 1
-    except KeyboardInterrupt:
+        while True:
+            stop.check()  # before a restart: a stop's SIGTERM may have ended the child
+            if not supervisor.check():
+                return 1
+            time.sleep(0.2)
+    except StopRequested:
         return 0
     except subprocess.CalledProcessError as exc:
+        if stop.requested:  # the signal reached the setup step too
+            return 0
         print(f"Setup step failed: {' '.join(map(str, exc.cmd))}", file=sys.stderr)
         return 1
     finally:
-        supervisor.stop()
-        devservers.down(
-            devservers.DEFAULT_VAR,
-            postgres=services.started_postgres,
-            redis=services.started_redis,
-        )
+        stop()
 
 
 if __name__ == "__main__":

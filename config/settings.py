@@ -95,6 +95,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "accounts.middleware.HtmxLoginRedirectMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -165,7 +166,16 @@ CACHES = {
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": "agentops:channels"},
+        # A consumer waits for its messages with BZPOPMIN for 5 s; redis-py's default read
+        # timeout is also 5 s, so a busy process lost that race and the consumer with it (the
+        # page's socket dropped; bench/trace_latency.py, `connections_lost`).
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+            "prefix": "agentops:channels",
+            # Messages waiting per socket before a push is dropped (the default, 100, dropped
+            # the last events of a burst for a slow page, which then missed the reply).
+            "capacity": 1000,
+        },
     }
 }
 

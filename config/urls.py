@@ -11,6 +11,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("bookings.urls")),
     path("", include("agentops.api.urls")),
+    path("", include("agentops.urls")),
     path("", include("approvals.urls")),
     path("", include("agentops.operators.urls")),
 ]

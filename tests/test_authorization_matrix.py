@@ -20,6 +20,7 @@ Principals (columns, in this order):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json as _json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -131,6 +132,11 @@ ROWS = [
     Row("operators/queue/runs/<uuid:run_id>/rollback/", "POST", "/operators/queue/runs/{run}/rollback/",
                                                                               "302 403 302 403 302 403 302 302 302 302 302 302",
         state=X),
+    Row("assistant/",                  "GET",  "/assistant/",                 "302 200 302 200 302 200 302 200 302 302 302 302"),
+    Row("assistant/runs/",             "POST", "/assistant/runs/",            "302 302 302 302 302 302 302 302 302 302 302 302",
+        {"request": "list my bookings", "key": "00000000-0000-4000-8000-000000000001"},
+        state=R, may_change=frozenset({"e17", "e23", "a01", "adm"})),
+    Row("assistant/runs/<uuid:run_id>/", "GET", "/assistant/runs/{run}/",     "302 200 302 404 302 200 302 200 302 302 302 302"),
     Row("api/openapi.json",            "GET",  "/api/openapi.json",           "200 200 200 200 200 200 200 200 200 200 200 200"),
     Row("api/tools",                   "GET",  "/api/tools",                  "401 200 200 200 200 200 200 200 200 401 401 401"),
     Row("api/tools/<str:name>",        "POST", "/api/tools/get_booking",      "401 200 200 200 200 200 200 200 200 401 401 401",
@@ -156,12 +162,13 @@ ROWS = [
 COVERED_BY_PREFIX = {"admin/": "Django admin: staff only, one check for every model URL"}
 
 # Websocket routes: (route, path, expected close/accept per principal). 1 = accepted; 4401
-# without a user; 4403 not an approver; 4404 someone else's run. Bearer tokens mean nothing to
-# a websocket (the page's session authenticates it).
+# without a user; 4403 not an approver; 4404 a run the caller may not watch (e17's run waits for
+# an approver: approvers and admins may watch it). Bearer tokens mean nothing to a websocket
+# (the page's session authenticates it).
 # fmt: off
 WS_ROWS = [
     #  route                     path                anon e17 e17b e23  e23b a01  a01b adm  admb rev  deact deactb
-    ("ws/runs/<uuid:run_id>/", "/ws/runs/{run}/", "4401 1 4401 4404 4401 4404 4401 4404 4401 4401 4401 4401"),
+    ("ws/runs/<uuid:run_id>/", "/ws/runs/{run}/", "4401 1 4401 4404 4401 1 4401 1 4401 4401 4401 4401"),
     ("ws/approvals/",          "/ws/approvals/",  "4401 4403 4401 4403 4401 1 4401 4403 4401 4401 4401 4401"),
 ]
 # fmt: on
@@ -408,10 +415,19 @@ def test_the_asgi_matrix(rooms, admin_user, approver, settings):
         return out
 
     async def connect(path: str, principal: str) -> int:
+        """1 when the socket stays open; else the close code (a refused handshake, or a
+        consumer that accepts first and closes with a code the page can read)."""
         comm = WebsocketCommunicator(application, path, headers=headers(principal))
         connected, code = await comm.connect(timeout=5)
-        await comm.disconnect()
-        return 1 if connected else code
+        if not connected:
+            return code
+        try:
+            first = await comm.receive_output(timeout=1)
+        except TimeoutError:
+            first = {}
+        with contextlib.suppress(asyncio.CancelledError):  # a consumer that closed has ended
+            await comm.disconnect()
+        return first.get("code", 1000) if first.get("type") == "websocket.close" else 1
 
     async def http(row: Row, principal: str) -> int:
         body = _json.dumps(row.data).encode() if row.json else b""

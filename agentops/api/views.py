@@ -21,7 +21,7 @@ from agentops.api.openapi import MAX_IDEMPOTENCY_KEY, openapi_document
 from agentops.api.presenters import run_as_json
 from agentops.execution.recorder import call_direct
 from agentops.limits import json_problem
-from agentops.runtime.runs import RunRateLimited, run_start
+from agentops.runtime.runs import RunKeyReused, RunRateLimited, run_start
 
 
 def _error(status: int, code: str, message: str) -> JsonResponse:
@@ -113,6 +113,17 @@ def openapi(request):
     return JsonResponse(openapi_document())
 
 
+def _idempotency_key(request) -> tuple[str | None, JsonResponse | None]:
+    key = request.headers.get("Idempotency-Key") or None
+    if key is not None and not (len(key) <= MAX_IDEMPOTENCY_KEY and key.isprintable()):
+        return None, _error(
+            400,
+            "bad_idempotency_key",
+            f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable characters.",
+        )
+    return key, None
+
+
 @require_GET
 @api_auth
 def tools_list(request):
@@ -128,13 +139,9 @@ def tool_call(request, name: str):
     body, bad = _json_body(request)
     if bad:
         return bad
-    key = request.headers.get("Idempotency-Key") or None
-    if key is not None and not (len(key) <= MAX_IDEMPOTENCY_KEY and key.isprintable()):
-        return _error(
-            400,
-            "bad_idempotency_key",
-            f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable characters.",
-        )
+    key, bad = _idempotency_key(request)
+    if bad:
+        return bad
     envelope = call_direct(user=request.user, name=name, arguments=body, idempotency_key=key)
     return JsonResponse(envelope, status=202 if envelope.get("pending") else 200)
 
@@ -151,8 +158,22 @@ def runs_create(request):
         or set(body) - {"request", "scope"}
     ):
         return _error(400, "invalid_body", 'Send {"request": "<text>"} (optionally "scope").')
+    key, bad = _idempotency_key(request)
+    if bad:
+        return bad
     try:
-        run = run_start(user=request.user, request_text=body["request"], scope=body.get("scope"))
+        run = run_start(
+            user=request.user,
+            request_text=body["request"],
+            scope=body.get("scope"),
+            idempotency_key=key,
+        )
+    except RunKeyReused:
+        return _error(
+            422,
+            "idempotency_key_reuse",
+            "This Idempotency-Key already started a run for another request.",
+        )
     except RunRateLimited as exc:
         response = _error(429, "rate_limited", exc.reply)
         response["Retry-After"] = str(exc.retry_after_s)
@@ -160,7 +181,9 @@ def runs_create(request):
         return response
     except ValueError as exc:
         return _error(400, "invalid_request", str(exc)[:300])
-    return JsonResponse({"run_id": str(run.pk), "status": run.status}, status=202)
+    return JsonResponse(
+        {"run_id": str(run.pk), "status": run.status}, status=200 if run.replayed else 202
+    )
 
 
 @require_GET

@@ -1,8 +1,15 @@
-"""The live trace of a run over a websocket: the owner's session only.
+"""The live trace of a run over a websocket: who may watch a run, and in which form.
+
+The run's owner, an approver who may decide one of its pending approval requests, and admins
+may watch; the socket is accepted and then closed with 4401 (not signed in) or 4404 (no such
+run, or not one this user may watch: the two read the same). A foreign Origin is refused before
+the handshake (config.asgi).
 
 On connect the consumer joins the run's group first, then sends every event after the `after`
 sequence number the page already has (from the database), then whatever the group pushes, in
 order and without repeats. The group is only a fast path: a dropped push is read on reconnect.
+Events go out as JSON, or with `format=html` as the run card's server-rendered fragments (out
+of band swaps for the htmx ws extension) in the page's `lang`.
 """
 
 from __future__ import annotations
@@ -12,8 +19,10 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 
 from agentops import selectors
+from agentops.cards import event_fragment
 from agentops.trace import run_group
 
 NOT_SIGNED_IN = 4401
@@ -22,15 +31,16 @@ NOT_YOURS = 4404
 
 class RunTraceConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self) -> None:
+        # Accept first, so that a refusal is a close code the page can read (a refused
+        # handshake is only an HTTP 403 to the browser).
+        await self.accept()
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=NOT_SIGNED_IN)
             return
-        self.run_id = str(self.scope["url_route"]["kwargs"]["run_id"])
-        if (
-            await database_sync_to_async(selectors.run_get_for_user)(run_id=self.run_id, user=user)
-            is None
-        ):
+        run_id = str(self.scope["url_route"]["kwargs"]["run_id"])
+        run = await database_sync_to_async(selectors.run_get_for_viewer)(run_id=run_id, user=user)
+        if run is None:
             await self.close(code=NOT_YOURS)  # someone else's run reads as absent
             return
         query = parse_qs(self.scope.get("query_string", b"").decode())
@@ -38,8 +48,12 @@ class RunTraceConsumer(AsyncJsonWebsocketConsumer):
             self.last_seq = max(0, int(query.get("after", ["0"])[0]))
         except ValueError:
             self.last_seq = 0
+        languages = {code for code, _ in settings.LANGUAGES}
+        wanted = query.get("lang", [settings.LANGUAGE_CODE])[0]
+        self.language = wanted if wanted in languages else settings.LANGUAGE_CODE
+        self.html = query.get("format", [""])[0] == "html"
+        self.run_id = run_id
         await self.channel_layer.group_add(run_group(self.run_id), self.channel_name)
-        await self.accept()
         backlog = await database_sync_to_async(selectors.run_events_after)(
             run_id=self.run_id, after=self.last_seq
         )
@@ -54,6 +68,8 @@ class RunTraceConsumer(AsyncJsonWebsocketConsumer):
         """The stream is one-way: nothing a client sends changes a run."""
 
     async def trace_batch(self, message: dict[str, Any]) -> None:
+        if not hasattr(self, "run_id"):
+            return
         for event in message["events"]:
             await self._receive_event(event)
 
@@ -70,4 +86,9 @@ class RunTraceConsumer(AsyncJsonWebsocketConsumer):
         if event["seq"] <= self.last_seq:
             return
         self.last_seq = event["seq"]
-        await self.send_json(event)
+        if self.html:
+            await self.send(
+                text_data=event_fragment(event, run_id=self.run_id, language=self.language)
+            )
+        else:
+            await self.send_json(event)

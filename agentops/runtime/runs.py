@@ -6,12 +6,13 @@ runtime.transitions, and is safe to call twice (Celery delivers at least once).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
@@ -79,6 +80,14 @@ class RunRateLimited(Exception):  # noqa: N818 -- a refusal, not a failure
         return max(1, -(-self.retry_after_ms // 1000))
 
 
+class RunKeyReused(Exception):  # noqa: N818 -- a refusal, not a failure
+    """The idempotency key already started a run for another request."""
+
+    def __init__(self, run: AgentRun) -> None:
+        super().__init__("this idempotency key already started a run for another request")
+        self.run = run
+
+
 class ScopeIn(BaseModel):
     """An explicit scope (API, tests). It can only narrow what the request grants."""
 
@@ -123,13 +132,22 @@ def run_start(
     faults: list[dict[str, Any]] | None = None,
     script: list[dict[str, Any]] | None = None,
     budgets: Budgets | dict[str, int] = DEFAULT_BUDGETS,
+    idempotency_key: str | None = None,
 ) -> AgentRun:
     """Create a run for ``user`` (from the session or token) and enqueue its first step.
 
-    Raises ValueError for a request or scope that cannot start a run, RunRateLimited when the
-    user started too many runs this minute (counted before anything is read or written)."""
+    With ``idempotency_key``, the user's run started under that key for the same request and
+    scope is returned instead (``replayed`` set, nothing counted or written); the key under
+    another request raises RunKeyReused. Raises ValueError for a request or scope that cannot
+    start a run, RunRateLimited when the user started too many runs this minute (counted before
+    anything is read or written)."""
     if isinstance(budgets, dict):  # tests and drills override single budgets
         budgets = Budgets.from_json(DEFAULT_BUDGETS.to_json() | budgets)
+    digest = hashlib.sha256(
+        canonical_json({"request": (request_text or "").strip(), "scope": scope}).encode()
+    ).hexdigest()
+    if idempotency_key and (earlier := _run_under_key(user, idempotency_key, digest)):
+        return earlier
     retry_after_ms = ratelimit.run_starts.hit(user.pk)
     if retry_after_ms is not None:
         assistant = registry.assistant()
@@ -146,34 +164,52 @@ def run_start(
     delegation = reading.delegation
     if scope is not None:
         delegation = _narrowed(delegation, scope)
-    with transaction.atomic():
-        run = AgentRun.objects.create(
-            subject=user,
-            kind=RunKind.ASSISTANT,
-            goal=text,
-            language=reading.language,
-            model_name=model or settings.AGENT_MODEL,
-            delegation=delegation.to_json(),
-            budgets=budgets.to_json(),
-            policy_version=POLICY_VERSION,
-            faults=faults or [],
-            model_script=script or [],
-            deadline=timezone.now() + timedelta(seconds=budgets.deadline_s),
-        )
-        trace_append(
-            run=run,
-            kind=EventKind.RUN_STARTED,
-            payload={
-                "subject": getattr(user, "employee_id", "") or user.pk,
-                "model": run.model_name,
-                "understood": reading.understood,
-                "delegation": run.delegation,
-                "budgets": run.budgets,
-                "policy_version": POLICY_VERSION,
-            },
-        )
-        enqueue_step(run.pk, 1)
+    try:
+        with transaction.atomic():
+            run = AgentRun.objects.create(
+                idempotency_key=idempotency_key or "",
+                request_digest=digest,
+                subject=user,
+                kind=RunKind.ASSISTANT,
+                goal=text,
+                language=reading.language,
+                model_name=model or settings.AGENT_MODEL,
+                delegation=delegation.to_json(),
+                budgets=budgets.to_json(),
+                policy_version=POLICY_VERSION,
+                faults=faults or [],
+                model_script=script or [],
+                deadline=timezone.now() + timedelta(seconds=budgets.deadline_s),
+            )
+            trace_append(
+                run=run,
+                kind=EventKind.RUN_STARTED,
+                payload={
+                    "subject": getattr(user, "employee_id", "") or user.pk,
+                    "model": run.model_name,
+                    "understood": reading.understood,
+                    "delegation": run.delegation,
+                    "budgets": run.budgets,
+                    "policy_version": POLICY_VERSION,
+                },
+            )
+            enqueue_step(run.pk, 1)
+    except IntegrityError:  # a concurrent start under the same key committed first
+        earlier = _run_under_key(user, idempotency_key, digest) if idempotency_key else None
+        if earlier is None:
+            raise
+        return earlier
     return run
+
+
+def _run_under_key(user: Any, key: str, digest: str) -> AgentRun | None:
+    earlier = AgentRun.objects.filter(subject=user, idempotency_key=key).first()
+    if earlier is None:
+        return None
+    if earlier.request_digest != digest:
+        raise RunKeyReused(earlier)
+    earlier.replayed = True
+    return earlier
 
 
 def run_cancel(*, run_id: Any, user: Any) -> AgentRun:

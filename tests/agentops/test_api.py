@@ -556,6 +556,70 @@ def test_an_empty_or_overlong_request_is_400_and_starts_nothing(e17, text):
     assert not AgentRun.objects.exists()
 
 
+def test_the_same_run_key_and_body_twice_gives_the_first_run_again(e17):
+    headers = bearer(e17) | {"HTTP_IDEMPOTENCY_KEY": "run-1"}
+    first = post_json(Client(), RUNS, {"request": "hello, what can you do?"}, **headers)
+    events = TraceEvent.objects.count()
+    again = post_json(Client(), RUNS, {"request": "hello, what can you do?"}, **headers)
+
+    assert (first.status_code, again.status_code) == (202, 200)
+    assert again.json()["run_id"] == first.json()["run_id"]
+    assert AgentRun.objects.count() == 1
+    assert TraceEvent.objects.count() == events
+
+
+def test_the_same_run_key_with_another_request_is_refused_and_starts_nothing(e17):
+    headers = bearer(e17) | {"HTTP_IDEMPOTENCY_KEY": "run-1"}
+    post_json(Client(), RUNS, {"request": "hello, what can you do?"}, **headers)
+    events = TraceEvent.objects.count()
+    other = post_json(Client(), RUNS, {"request": "what rooms are free?"}, **headers)
+
+    assert other.status_code == 422
+    assert other.json()["error"]["code"] == "idempotency_key_reuse"
+    assert AgentRun.objects.count() == 1
+    assert TraceEvent.objects.count() == events
+
+
+@pytest.mark.parametrize("key", ["k" * 101, "bad\x07key"], ids=["overlong", "unprintable"])
+def test_a_malformed_run_key_is_400_and_starts_nothing(e17, key):
+    headers = bearer(e17) | {"HTTP_IDEMPOTENCY_KEY": key}
+    response = post_json(Client(), RUNS, {"request": "hello"}, **headers)
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "bad_idempotency_key"
+    assert not AgentRun.objects.exists()
+
+
+def test_a_run_key_belongs_to_its_caller(e17, e23):
+    for user in (e17, e23):
+        headers = bearer(user) | {"HTTP_IDEMPOTENCY_KEY": "run-1"}
+        assert post_json(Client(), RUNS, {"request": "hello"}, **headers).status_code == 202
+    assert AgentRun.objects.filter(idempotency_key="run-1").count() == 2
+
+
+def test_concurrent_starts_under_one_key_make_one_run(e17):
+    headers = bearer(e17) | {"HTTP_IDEMPOTENCY_KEY": "run-1"}
+    barrier, answers = threading.Barrier(4), []
+
+    def start() -> None:
+        try:
+            barrier.wait(timeout=JOIN_TIMEOUT)
+            response = post_json(Client(), RUNS, {"request": "hello"}, **headers)
+            answers.append((response.status_code, response.json()["run_id"]))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(JOIN_TIMEOUT)
+
+    run = AgentRun.objects.get()
+    assert sorted(status for status, _ in answers) == [200, 200, 200, 202]
+    assert {run_id for _, run_id in answers} == {str(run.pk)}
+
+
 def test_malformed_json_for_a_run_is_400_and_starts_nothing(e17):
     response = post_json(Client(), RUNS, b'{"request": ', **bearer(e17))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 
 import pytest
 from channels.testing import WebsocketCommunicator
@@ -13,9 +14,12 @@ from django.test import Client
 from agentops.execution.recorder import call_direct
 from agentops.models import Action, AgentRun
 from agentops.runtime.runs import run_start
+from agentops.trace import event_json
+from approvals.models import ApprovalRequest
 from config.asgi import application
-from tests.agentops.conftest import release_faults, wait_until
-from tests.conftest import slot
+from tests.accounts.factories import APPROVERS, EMPLOYEES, user_create
+from tests.agentops.conftest import release_faults, wait_for_run, wait_until
+from tests.conftest import ENG, slot
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 
@@ -50,29 +54,72 @@ def finished_run(user) -> AgentRun:
     return AgentRun.objects.get(subject=user)
 
 
-@pytest.mark.django_db(transaction=True)
-def test_no_session_is_refused(e17):
-    run = finished_run(e17)
+async def watch(run_id, headers) -> int | str:
+    """What the socket answers: "watching" (the first event arrived), the close code after
+    accept, or "refused" (the handshake itself refused)."""
+    comm, connected, _ = await connect(f"/ws/runs/{run_id}/", headers)
+    if not connected:
+        return "refused"
+    output = await comm.receive_output(timeout=5)
+    await comm.disconnect()
+    if output["type"] == "websocket.close":
+        return output["code"]
+    return "watching"
+
+
+def waiting_for_approval(user) -> AgentRun:
+    run = run_start(
+        user=user, request_text=f"book R16 on {START:%Y-%m-%d} 10:00-11:00 for 4 people"
+    )
+    return wait_for_run(run.pk, statuses=("waiting_approval",))
+
+
+def test_who_may_watch_a_run(worker, e17, e23, approver, admin_user):
+    """The owner, an approver who may decide one of its pending requests, and admins; anyone
+    else reads the run as absent (4404), no session is 4401, a foreign Origin never connects."""
+    other_approver = user_create("a02", department=ENG, roles=[EMPLOYEES, APPROVERS])
+    pending = waiting_for_approval(e17)
+    plain = finished_run(e23)
+    foreign = [h for h in session_headers(e17) if h[0] != b"origin"] + [
+        (b"origin", b"https://evil.example")
+    ]
+    cases = {
+        "owner": (pending, session_headers(e17)),
+        "other employee": (pending, session_headers(e23)),
+        "approver, pending request on the run": (pending, session_headers(approver)),
+        "approver, no pending request on the run": (plain, session_headers(other_approver)),
+        "admin": (pending, session_headers(admin_user)),
+        "admin, a run without approvals": (plain, session_headers(admin_user)),
+        "anonymous": (pending, [ORIGIN]),
+        "foreign origin": (pending, foreign),
+        "no such run": (uuid.uuid4(), session_headers(e17)),
+    }
 
     async def scenario():
-        comm, connected, code = await connect(f"/ws/runs/{run.pk}/", [ORIGIN])
-        await comm.disconnect()
-        return connected, code
+        return {
+            name: await watch(getattr(run, "pk", run), headers)
+            for name, (run, headers) in cases.items()
+        }
 
-    assert asyncio.run(scenario()) == (False, 4401)
+    assert asyncio.run(scenario()) == {
+        "owner": "watching",
+        "other employee": 4404,
+        "approver, pending request on the run": "watching",
+        "approver, no pending request on the run": 4404,
+        "admin": "watching",
+        "admin, a run without approvals": "watching",
+        "anonymous": 4401,
+        "foreign origin": "refused",
+        "no such run": 4404,
+    }
 
 
-@pytest.mark.django_db(transaction=True)
-def test_someone_elses_run_is_refused_as_absent(e17, e23):
-    run = finished_run(e23)
-    headers = session_headers(e17)
-
-    async def scenario():
-        comm, connected, code = await connect(f"/ws/runs/{run.pk}/", headers)
-        await comm.disconnect()
-        return connected, code
-
-    assert asyncio.run(scenario()) == (False, 4404)
+def test_an_approver_no_longer_watches_once_the_request_is_decided(worker, e17, approver):
+    pending = waiting_for_approval(e17)
+    request = ApprovalRequest.objects.get(run_ref=str(pending.pk))
+    ApprovalRequest.objects.filter(pk=request.pk).update(status="rejected")
+    headers = session_headers(approver)
+    assert asyncio.run(watch(pending.pk, headers)) == 4404
 
 
 @pytest.mark.django_db(transaction=True)
@@ -137,3 +184,89 @@ def test_a_running_run_streams_live_in_order_without_repeats(worker, e17):
     assert run.status == "succeeded"
     assert seqs[-1] == run.events.count()
     assert events[-1]["payload"]["reply"] == run.reply
+
+
+def test_events_committed_while_disconnected_arrive_once_in_order_on_reconnect(worker, e17):
+    run = run_start(
+        user=e17, request_text=REQUEST, faults=[{"tool": "find_available_rooms", "kind": "pause"}]
+    )
+    wait_until(
+        lambda: Action.objects.filter(run=run, status="running").exists(), message="search running"
+    )
+    headers = session_headers(e17)
+
+    async def first_visit():
+        comm, connected, _ = await connect(f"/ws/runs/{run.pk}/", headers)
+        assert connected
+        seen = [json.loads(await comm.receive_from(timeout=5)) for _ in range(4)]
+        await comm.disconnect()
+        return seen
+
+    async def second_visit(after: int):
+        comm, connected, _ = await connect(f"/ws/runs/{run.pk}/?after={after}", headers)
+        assert connected
+        seen = await receive_until(comm, "run_finished")
+        assert await comm.receive_nothing(timeout=0.3)
+        await comm.disconnect()
+        return seen
+
+    before = asyncio.run(first_visit())
+    release_faults(run.pk)  # the run goes on and finishes while nobody watches
+    assert wait_for_run(run.pk).status == "succeeded"
+    after = asyncio.run(second_visit(before[-1]["seq"]))
+    seqs = [e["seq"] for e in before + after]
+    assert seqs == list(range(1, run.events.count() + 1))
+    assert [e["kind"] for e in after] == list(
+        run.events.filter(seq__gt=before[-1]["seq"]).order_by("seq").values_list("kind", flat=True)
+    )
+
+
+def test_a_socket_gets_no_events_of_other_runs(worker, e17, e23):
+    mine = run_start(
+        user=e17, request_text=REQUEST, faults=[{"tool": "find_available_rooms", "kind": "pause"}]
+    )
+    start, end = slot(days=8)
+    theirs = run_start(
+        user=e23,
+        request_text=f"book a room on {start:%Y-%m-%d} {start:%H:%M}-{end:%H:%M} for 2 people",
+        faults=[{"tool": "find_available_rooms", "kind": "pause"}],
+    )
+    wait_until(
+        lambda: Action.objects.filter(run=mine, status="running").exists(), message="search running"
+    )
+    headers = session_headers(e17)
+
+    async def scenario():
+        comm, connected, _ = await connect(f"/ws/runs/{mine.pk}/", headers)
+        assert connected
+        release_faults(theirs.pk)  # their run pushes while mine is open
+        await asyncio.to_thread(wait_for_run, theirs.pk)
+        release_faults(mine.pk)
+        events = await receive_until(comm, "run_finished")
+        assert await comm.receive_nothing(timeout=0.5)
+        await comm.disconnect()
+        return events
+
+    events = asyncio.run(scenario())
+    assert events == [event_json(e) for e in mine.events.order_by("seq")]
+    assert theirs.events.count() > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_card_form_sends_server_rendered_fragments_in_the_page_language(e17):
+    run = finished_run(e17)
+    headers = session_headers(e17)
+
+    async def scenario():
+        comm, connected, _ = await connect(f"/ws/runs/{run.pk}/?format=html&lang=en", headers)
+        assert connected
+        fragments = [await comm.receive_from(timeout=5) for _ in range(4)]
+        await comm.disconnect()
+        return fragments
+
+    fragments = asyncio.run(scenario())
+    assert all('hx-swap-oob="beforeend"' in f for f in fragments)
+    assert 'data-seq="1" data-kind="gate"' in fragments[0]
+    assert 'data-last-seq="4"' in fragments[3]
+    assert 'data-kind="run_finished"' in fragments[3]
+    assert 'id="run-reply"' in fragments[3]

@@ -5,14 +5,21 @@ CI installs Debian's chromium; a machine without /usr/bin/chromium skips these t
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from django.db import connections
+from django.conf import settings
+from django.db import connection, connections
 
 CHROMIUM = Path("/usr/bin/chromium")
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -65,6 +72,59 @@ def browser_page(request: pytest.FixtureRequest, live_server) -> Iterator:
             # Inside sync_playwright the test runs in another context, hence on another
             # database connection: close it here, or the test database cannot be dropped.
             connections.close_all()
+
+
+def _database_url() -> str:
+    db = connection.settings_dict
+    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
+    return f"postgresql://{auth}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
+def uvicorn_start(port: int, log: Path) -> subprocess.Popen:
+    """uvicorn serving config.asgi on ``port`` against the test database, once it answers."""
+    env = os.environ | {
+        "DATABASE_URL": _database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "SERVE_STATIC": "true",
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "PORT": str(port),  # the websocket Origin it accepts: http://127.0.0.1:<port>
+    }
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "config.asgi:application", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=log.open("a"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while True:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return proc
+        if time.monotonic() > deadline or proc.poll() is not None:
+            proc.kill()
+            raise AssertionError(f"uvicorn did not start: {log.read_text()}")
+        time.sleep(0.1)
+
+
+def uvicorn_stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture
+def asgi_server(transactional_db, tmp_path):
+    """uvicorn serving config.asgi against the test database; its URL."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = uvicorn_start(port, tmp_path / "uvicorn.log")
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        uvicorn_stop(proc)
+        connection.close()
 
 
 from tests.agentops.conftest import celery_worker_thread, worker  # noqa: E402, F401  (shared)

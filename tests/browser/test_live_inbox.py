@@ -3,16 +3,7 @@ request made while the approver looks at the inbox appears without a reload."""
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import pytest
-from django.conf import settings
-from django.db import connection
 from django.test import Client
 
 from agentops.runtime.runs import run_start
@@ -22,52 +13,6 @@ from tests.browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 from tests.conftest import slot
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("rooms")]
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _database_url() -> str:
-    db = connection.settings_dict
-    auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
-    return f"postgresql://{auth}@{db['HOST']}:{db['PORT'] or 5432}/{db['NAME']}"
-
-
-@pytest.fixture
-def asgi_server(transactional_db, tmp_path):
-    """uvicorn serving config.asgi against the test database; its URL."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = os.environ | {
-        "DATABASE_URL": _database_url(),
-        "REDIS_URL": settings.REDIS_URL,
-        "SERVE_STATIC": "true",
-        "DJANGO_SETTINGS_MODULE": "config.settings",
-        "PORT": str(port),  # the websocket Origin it accepts: http://127.0.0.1:<port>
-    }
-    log = (tmp_path / "uvicorn.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "config.asgi:application", "--port", str(port)],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        if time.monotonic() > deadline or proc.poll() is not None:
-            proc.kill()
-            raise AssertionError(f"uvicorn did not start: {(tmp_path / 'uvicorn.log').read_text()}")
-        time.sleep(0.1)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-        connection.close()
 
 
 def test_a_new_request_appears_in_the_open_inbox_without_a_reload(
