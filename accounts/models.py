@@ -26,6 +26,9 @@ class Role(models.TextChoices):
     APPROVER = "approvers"
     OPERATOR = "operators"
     ADMIN = "admins"
+    # Not a permission: marks the drill identities, who see and book only sandbox resources
+    # (bookings' sandbox rooms), so a drill never touches real bookings.
+    SANDBOX = "sandbox"
 
 
 class User(AbstractUser):
@@ -81,6 +84,7 @@ class AuditAction(models.TextChoices):
     TOKEN_REVOKED = "token.revoked", gettext_lazy("Revoked an API token")
     ADMIN_CHANGED = "admin.changed", gettext_lazy("Changed a record in the admin")
     DRILL_RUN = "drill.run", gettext_lazy("Ran the drills")
+    AUDIT_EXPORTED = "audit.exported", gettext_lazy("Exported the audit log")
 
 
 class AuditEntry(models.Model):

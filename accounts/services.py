@@ -13,10 +13,17 @@ from accounts.models import ApiToken, AuditAction, AuditEntry, User
 
 
 @transaction.atomic
-def token_issue(*, user: User, name: str = "") -> str:
-    """Create an API token for ``user`` and return the raw value; only its hash is kept."""
+def token_issue(*, user: User, name: str = "", actor: User | None = None) -> str:
+    """Create an API token for ``user`` and return the raw value; only its hash is kept.
+    Audited in the same transaction, as done by ``actor`` (the user themself when not given)."""
     raw = ApiToken.generate()
     ApiToken.objects.create(user=user, name=name, prefix=raw[:10], digest=ApiToken.hash(raw))
+    audit_record(
+        actor=actor or user,
+        action=AuditAction.TOKEN_ISSUED,
+        target=f"token:{raw[:10]}",
+        detail={"user": user.username, "name": name},
+    )
     return raw
 
 

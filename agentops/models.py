@@ -4,6 +4,7 @@ import uuid
 
 from django.conf import settings
 from django.db import models
+from django.utils.translation import gettext_lazy
 
 
 class RunStatus(models.TextChoices):
@@ -299,3 +300,38 @@ class IdempotencyRecord(models.Model):
 
     def __str__(self) -> str:
         return self.key
+
+
+class DrillStatus(models.TextChoices):
+    QUEUED = "queued", gettext_lazy("Queued")
+    RUNNING = "running", gettext_lazy("Running")
+    PASSED = "passed", gettext_lazy("Passed")
+    FAILED = "failed", gettext_lazy("Failed")
+
+
+class DrillRun(models.Model):
+    """One press of the drills button: the seed's trajectories rehearsed in the sandbox by a
+    worker task. ``results`` holds one object per trajectory (what ran, the rows, the reply,
+    whether the trace reconstructs, pass/fail and why)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    status = models.CharField(
+        max_length=16, choices=DrillStatus.choices, default=DrillStatus.QUEUED
+    )
+    results = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"drill {self.id} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in (DrillStatus.PASSED, DrillStatus.FAILED)

@@ -1,6 +1,6 @@
 """The tool registry, filled at start-up from each installed app's ``tools`` module: its
 ``TOOLS`` (tool specs) and, optionally, its ``ASSISTANT`` (how a request becomes a delegation,
-the offline planner, the replies).
+the offline planner, the replies) and its ``SANDBOX`` (drills).
 
 The runtime finds tools and the assistant only here, so it never imports a domain app.
 """
@@ -11,10 +11,11 @@ import importlib
 
 from django.apps import apps
 
-from agentops.contract import Assistant, ToolSpec
+from agentops.contract import Assistant, Sandbox, ToolSpec
 
 _TOOLS: dict[str, ToolSpec] = {}
 _ASSISTANTS: list[Assistant] = []
+_SANDBOXES: list[Sandbox] = []
 
 
 def register(spec: ToolSpec) -> None:
@@ -45,6 +46,8 @@ def autodiscover() -> None:
             register(spec)
         if getattr(module, "ASSISTANT", None) is not None:
             register_assistant(module.ASSISTANT)
+        if getattr(module, "SANDBOX", None) is not None and module.SANDBOX not in _SANDBOXES:
+            _SANDBOXES.append(module.SANDBOX)
     check_compensations()
 
 
@@ -77,3 +80,8 @@ def assistant() -> Assistant:
 
 def visible_to(roles: frozenset[str]) -> list[ToolSpec]:
     return [s for s in all_tools() if s.meta.roles & roles]
+
+
+def sandboxes() -> list[Sandbox]:
+    """The drills' sandboxes of the installed domain apps (``tools.SANDBOX``)."""
+    return list(_SANDBOXES)

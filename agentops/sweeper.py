@@ -4,8 +4,9 @@ time, and twice at once: every change happens under the row locks, by status."""
 from __future__ import annotations
 
 import logging
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -24,6 +25,7 @@ from agentops.models import (
     IdempotencyStatus,
     RunKind,
     RunStatus,
+    TraceEvent,
 )
 from agentops.runtime.locks import lock_action, lock_run
 from agentops.runtime.queue import enqueue_action, enqueue_reconcile, enqueue_step
@@ -170,3 +172,36 @@ def _settle_abandoned_claims(now: datetime) -> int:
         log.warning("settled abandoned idempotency claim %s: %s", record.key, lookup.status.value)
         settled += 1
     return settled
+
+
+# Personal data in a finished run's record: the request text and the trace payloads (arguments,
+# results, replies). Past the retention they are blanked; the run, its actions (tool, status,
+# key, timings) and the event sequence stay, so the log still says who did what and when.
+EXPIRED_GOAL = "[expired]"
+EXPIRED_PAYLOAD = {"expired": True}
+RETENTION_BATCH = 500
+
+
+def trace_payloads_expire(*, now: datetime | None = None, max_batches: int = 100) -> dict[str, int]:
+    """Blank the trace payloads and request text of runs finished more than
+    ``settings.TRACE_PAYLOAD_RETENTION_DAYS`` ago (0 keeps them forever). Idempotent; a batch
+    of runs per transaction."""
+    days = settings.TRACE_PAYLOAD_RETENTION_DAYS
+    counts = {"runs": 0, "events": 0}
+    if days <= 0:
+        return counts
+    cutoff = (now or timezone.now()) - timedelta(days=days)
+    for _ in range(max_batches):
+        with transaction.atomic():
+            batch = list(
+                AgentRun.objects.filter(finished_at__lt=cutoff)
+                .exclude(goal=EXPIRED_GOAL)
+                .values_list("pk", flat=True)[:RETENTION_BATCH]
+            )
+            if not batch:
+                break
+            counts["events"] += TraceEvent.objects.filter(run_id__in=batch).update(
+                payload=EXPIRED_PAYLOAD
+            )
+            counts["runs"] += AgentRun.objects.filter(pk__in=batch).update(goal=EXPIRED_GOAL)
+    return counts

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from agentops import reconcile, sweeper
+from agentops import drills, reconcile, sweeper
 from agentops.execution import recorder
 from agentops.runtime import runs
 
@@ -44,3 +44,13 @@ def approval_refresh_task(action_id: str) -> None:
 @shared_task(acks_late=True)
 def sweep_task() -> dict[str, int]:
     return sweeper.sweep()
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def drill_run_task(drill_id: str) -> None:
+    drills.drill_execute(drill_id)
+
+
+@shared_task(acks_late=True)
+def expire_trace_payloads_task() -> dict[str, int]:
+    return sweeper.trace_payloads_expire()

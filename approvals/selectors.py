@@ -83,3 +83,14 @@ def approval_pending_for_run(*, run_ref: str, approver: User) -> bool:
         .exclude(requester=approver)
         .exists()
     )
+
+
+def approval_requests_for_run(*, run_ref: str) -> list[ApprovalRequest]:
+    """Every approval request of one run (by the runtime's run reference), oldest first, with
+    its signed record, approver and audit trail."""
+    return list(
+        ApprovalRequest.objects.filter(run_ref=run_ref)
+        .select_related("requester", "record", "record__approver")
+        .prefetch_related("audit__actor")
+        .order_by("created_at")
+    )

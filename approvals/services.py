@@ -4,6 +4,7 @@ expire and withdraw. Every human action and every refusal leaves an audit row.""
 from __future__ import annotations
 
 import secrets
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,8 +14,9 @@ from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts.models import Role, User
+from accounts.models import AuditAction, Role, User
 from accounts.selectors import user_roles
+from accounts.services import audit_record
 from approvals import signing
 from approvals.live import inbox_poke
 from approvals.models import (
@@ -49,6 +51,24 @@ def _audit(
     ApprovalAudit.objects.create(
         request=request, actor=actor, event=event, code=code, detail=detail
     )
+
+
+def _human(action: AuditAction, *, request: ApprovalRequest, actor: User, **detail: Any) -> None:
+    """The product-wide audit row of a human decision (accounts' log), beside this app's own."""
+    audit_record(
+        actor=actor,
+        action=action,
+        target=f"action:{request.action_ref}",
+        run_id=_run_uuid(request.run_ref),
+        detail={"request": str(request.pk), **detail},
+    )
+
+
+def _run_uuid(run_ref: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(run_ref)
+    except (TypeError, ValueError):
+        return None
 
 
 def _announce(request: ApprovalRequest) -> None:
@@ -145,6 +165,12 @@ def approval_decide(*, request_id: Any, approver: User, approve: bool, reason: s
         request.save(update_fields=["status", "decided_at"])
         event = AuditEvent.APPROVED if approve else AuditEvent.REJECTED
         _audit(event, request=request, actor=approver, reason=reason)
+        _human(
+            AuditAction.APPROVAL_APPROVED if approve else AuditAction.APPROVAL_REJECTED,
+            request=request,
+            actor=approver,
+            reason=reason,
+        )
         _announce(request)
     return Result(True)
 
@@ -222,6 +248,7 @@ def approval_refresh(*, request_id: Any, approver: User) -> Result:
             _audit(AuditEvent.REFUSED, request=request, actor=approver, code="not_stale")
             return Result(False, "not_stale", "This request does not need a fresh approval.")
         _audit(AuditEvent.REFRESH_REQUESTED, request=request, actor=approver)
+        _human(AuditAction.APPROVAL_REFRESHED, request=request, actor=approver)
         transaction.on_commit(
             lambda: approval_refresh_requested.send(sender=ApprovalRequest, request=request)
         )
@@ -283,6 +310,7 @@ def approval_withdraw(*, request_id: Any, user: User) -> Result:
             _audit(AuditEvent.REFUSED, request=request, actor=user, code="already_decided")
             return Result(False, "already_decided", f"This request is already {request.status}.")
         approval_close(action_ref=request.action_ref, status=RequestStatus.WITHDRAWN, actor=user)
+        _human(AuditAction.APPROVAL_WITHDRAWN, request=request, actor=user)
     return Result(True)
 
 

@@ -26,6 +26,10 @@ class Room(models.Model):
     schedule_version = models.PositiveIntegerField(
         default=0, help_text="Incremented in the same transaction as every schedule write."
     )
+    sandbox = models.BooleanField(
+        default=False,
+        help_text="A drill room: only drill identities see it, and they see nothing else.",
+    )
 
     class Meta:
         ordering = ["code"]

@@ -8,9 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.contrib.auth.models import Group
 from django.db import connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
-from django.db.models import Exists, Max, OuterRef, Q
+from django.db.models import Exists, Max, OuterRef, Q, Value
 from django.utils import timezone
 
 from accounts.models import Role, User
@@ -36,9 +37,13 @@ def room_search(
     end_at: datetime,
     attendees: int,
     equipment: Sequence[str] = (),
+    user: User | None = None,
 ) -> list[RoomAvailability]:
     """Rooms that fit ``attendees`` and ``equipment`` and are free for the whole window,
-    smallest first. Each carries the schedule version read in the same statement."""
+    smallest first. Each carries the schedule version read in the same statement.
+
+    Sandbox rooms only for a drill identity (role ``sandbox``), and only them: decided in the
+    same statement, so a normal search never shows a drill room and a drill never a real one."""
     now = timezone.now()
     rules.check_window(start_at, end_at, now=now)
     rules.check_attendees(attendees)
@@ -50,14 +55,24 @@ def room_search(
     )
     rooms = (
         Room.objects.filter(bookable=True, capacity__gte=attendees, equipment__contains=wanted)
+        .filter(sandbox=_in_sandbox(user))
         .filter(~Exists(taken))
         .order_by("capacity", "code")
     )
     return [RoomAvailability(room=r, version=r.schedule_version, observed_at=now) for r in rooms]
 
 
-def room_get(*, code: str) -> Room | None:
-    return Room.objects.filter(code=code).first()
+def _in_sandbox(user: User | None) -> Exists | Value:
+    """Whether ``user`` is a drill identity, as an expression evaluated in the caller's
+    statement (no query of its own); no user: the real rooms' side."""
+    if user is None:
+        return Value(False)
+    return Exists(Group.objects.filter(user__pk=user.pk, name=Role.SANDBOX))
+
+
+def room_get(*, code: str, user: User | None = None) -> Room | None:
+    """The room of this code on ``user``'s side of the sandbox line (None: no such room)."""
+    return Room.objects.filter(code=code, sandbox=_in_sandbox(user)).first()
 
 
 def room_is_free(*, room: Room, start_at: datetime, end_at: datetime) -> bool:
@@ -69,9 +84,11 @@ def room_is_free(*, room: Room, start_at: datetime, end_at: datetime) -> bool:
     ).exists()
 
 
-def room_largest_capacity() -> int | None:
-    """How many people the largest bookable room seats (None: no bookable room)."""
-    return Room.objects.filter(bookable=True).aggregate(largest=Max("capacity"))["largest"]
+def room_largest_capacity(*, user: User | None = None) -> int | None:
+    """How many people the largest bookable room seats (None: no bookable room), on
+    ``user``'s side of the sandbox line."""
+    rooms = Room.objects.filter(bookable=True, sandbox=_in_sandbox(user))
+    return rooms.aggregate(largest=Max("capacity"))["largest"]
 
 
 def booking_list_overlapping(

@@ -56,6 +56,10 @@ facts AS (
                             OR b.cancelled_version > %(expected)s::integer)))) AS fresh
       FROM bookings_room r, guard
      WHERE r.code = %(room)s
+       -- a sandbox room exists only for drill identities, and only it does (bookings/drills.py)
+       AND r.sandbox = EXISTS (SELECT FROM accounts_user_groups ug
+                                 JOIN auth_group g ON g.id = ug.group_id
+                                WHERE ug.user_id = %(requester)s AND g.name = 'sandbox')
        FOR UPDATE OF r
 ),
 ins AS (

@@ -117,6 +117,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "approvals.context_processors.approvals_nav",
                 "agentops.operators.context_processors.operators_nav",
+                "agentops.audit_context.ops_nav",
             ],
         },
     },
@@ -227,7 +228,13 @@ CELERY_BEAT_SCHEDULE = {
         "task": "agentops.tasks.sweep_task",
         "schedule": float(os.environ.get("AGENT_SWEEP_SECONDS", "30")),
     },
+    "expire-trace-payloads": {
+        "task": "agentops.tasks.expire_trace_payloads_task",
+        "schedule": float(os.environ.get("TRACE_RETENTION_SWEEP_SECONDS", "3600")),
+    },
 }
+# Days a finished run keeps its request text and trace payloads (personal data); 0 = forever.
+TRACE_PAYLOAD_RETENTION_DAYS = int(os.environ.get("TRACE_PAYLOAD_RETENTION_DAYS", "90"))
 
 # --- agent runtime ---
 AGENT_MODEL = os.environ.get("AGENT_MODEL", "rules")

@@ -14,4 +14,5 @@ urlpatterns = [
     path("", include("agentops.urls")),
     path("", include("approvals.urls")),
     path("", include("agentops.operators.urls")),
+    path("", include("agentops.audit_urls")),  # audit log, run detail, drills (admins)
 ]

@@ -267,7 +267,7 @@ def test_revoking_a_token_in_the_admin_is_audited(db, e17, admin_user, admin_cli
     assert response.status_code == 302
     token.refresh_from_db()
     assert token.revoked_at is not None
-    entry = AuditEntry.objects.get()
+    entry = AuditEntry.objects.get(action=AuditAction.TOKEN_REVOKED)  # after token.issued
     assert (entry.actor, entry.action, entry.target) == (
         admin_user,
         AuditAction.TOKEN_REVOKED,

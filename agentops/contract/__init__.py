@@ -1,12 +1,13 @@
 """The tool contract: the only module of the runtime a domain app imports.
 
 Dependency-free on purpose (pydantic and the standard library only; import-linter keeps Django
-out): tools, the result envelope, receipts, the delegation and the assistant hook.
+out): tools, the result envelope, receipts, the delegation, the assistant hook and drills.
 """
 
 from __future__ import annotations
 
 from agentops.contract.delegation import Delegation, RequestReading, ScopeError, ScopeFields
+from agentops.contract.drills import Drill, DrillCall, DrillOutcome, DrillRunPlan, Sandbox
 from agentops.contract.envelope import (
     Reason,
     Signal,
@@ -45,6 +46,10 @@ __all__ = [
     "CallContext",
     "Compensation",
     "Delegation",
+    "Drill",
+    "DrillCall",
+    "DrillOutcome",
+    "DrillRunPlan",
     "Handler",
     "ModelContext",
     "Observation",
@@ -56,6 +61,7 @@ __all__ = [
     "ReplyKind",
     "RequestReading",
     "Risk",
+    "Sandbox",
     "ScopeError",
     "ScopeFields",
     "SideEffect",

@@ -22,6 +22,7 @@ RECONCILE = "agentops.tasks.reconcile_action_task"
 RECONCILE_RESUME = "agentops.tasks.reconcile_resume_task"
 APPROVAL_SETTLED = "agentops.tasks.approval_settled_task"
 APPROVAL_REFRESH = "agentops.tasks.approval_refresh_task"
+DRILL = "agentops.tasks.drill_run_task"
 
 
 def _task(name: str) -> Any:
@@ -71,6 +72,10 @@ def enqueue_approval_refresh(action_id: Any) -> None:
 
 def enqueue_reconcile(action_id: Any) -> None:
     _send(RECONCILE, [str(action_id)])
+
+
+def enqueue_drill(drill_id: Any) -> None:
+    _send(DRILL, [str(drill_id)])
 
 
 def enqueue_reconcile_resume(action_id: Any) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from accounts.models import Role
 from agentops.contract import ScopeFields, SideEffect, ToolDescription, ToolMeta, ToolSpec
 from bookings.assistant import ASSISTANT
+from bookings.drills import SANDBOX
 from bookings.rules import KNOWN_EQUIPMENT
 from bookings.tools import adapters, handlers
 from bookings.tools.schemas import (
@@ -159,4 +160,4 @@ TOOLS = [
     ),
 ]
 
-__all__ = ["ASSISTANT", "TOOLS"]
+__all__ = ["ASSISTANT", "SANDBOX", "TOOLS"]

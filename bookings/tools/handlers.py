@@ -70,6 +70,7 @@ def find_available_rooms(ctx: CallContext, args: FindAvailableRoomsInput) -> dic
         end_at=args.end_at,
         attendees=args.attendees,
         equipment=args.equipment,
+        user=ctx.user,
     )
     observed_at = found[0].observed_at if found else datetime.now().astimezone()
     rooms = [
@@ -90,8 +91,8 @@ def find_available_rooms(ctx: CallContext, args: FindAvailableRoomsInput) -> dic
         "rooms": rooms,
         "observed_at": observed_at,
         "truncated": len(found) > MAX_CANDIDATES,
-        "named_room": _named_room(args) if args.room_id else None,
-        "largest_capacity": None if found else selectors.room_largest_capacity(),
+        "named_room": _named_room(ctx, args) if args.room_id else None,
+        "largest_capacity": None if found else selectors.room_largest_capacity(user=ctx.user),
         "own_bookings": [
             {
                 "booking_id": b.code,
@@ -110,9 +111,10 @@ def find_available_rooms(ctx: CallContext, args: FindAvailableRoomsInput) -> dic
     )
 
 
-def _named_room(args: FindAvailableRoomsInput) -> dict[str, Any]:
-    """What stands between the person and the room they named, as the database has it."""
-    room = selectors.room_get(code=args.room_id)
+def _named_room(ctx: CallContext, args: FindAvailableRoomsInput) -> dict[str, Any]:
+    """What stands between the person and the room they named, as the database has it (a
+    room across the sandbox line does not exist for them)."""
+    room = selectors.room_get(code=args.room_id, user=ctx.user)
     if room is None:
         return {
             "room_id": args.room_id,

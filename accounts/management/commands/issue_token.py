@@ -7,14 +7,22 @@ from accounts.services import token_issue
 
 
 class Command(BaseCommand):
-    help = "Print a new API bearer token for a user (only its hash is stored)."
+    help = (
+        "Print a new API bearer token for a user (only its hash is stored; the issue is audited)."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("username")
         parser.add_argument("--name", default="cli", help="a label for the token")
+        parser.add_argument(
+            "--by", default="", help="who issues it, for the audit log (default: the user)"
+        )
 
-    def handle(self, *args, username: str, name: str, **options) -> None:
+    def handle(self, *args, username: str, name: str, by: str, **options) -> None:
         user = User.objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"No user named {username!r}.")
-        self.stdout.write(token_issue(user=user, name=name))
+        actor = User.objects.filter(username=by).first() if by else user
+        if actor is None:
+            raise CommandError(f"No user named {by!r}.")
+        self.stdout.write(token_issue(user=user, name=name, actor=actor))

@@ -1,0 +1,73 @@
+"""Retention: past TRACE_PAYLOAD_RETENTION_DAYS a finished run's request text and trace
+payloads are blanked by the sweeper task; the rows that say who did what, when, stay."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.conf import settings as django_settings
+from django.utils import timezone
+
+from agentops.models import AgentRun, TraceEvent
+from agentops.sweeper import EXPIRED_GOAL, EXPIRED_PAYLOAD, trace_payloads_expire
+from agentops.tasks import expire_trace_payloads_task
+from tests.agentops.audit_factories import action_create, run_create
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def runs(e17, settings):
+    settings.TRACE_PAYLOAD_RETENTION_DAYS = 30
+    old, recent, unfinished = run_create(e17), run_create(e17), run_create(e17, status="running")
+    for run in (old, recent, unfinished):
+        action_create(run, params={"room_id": "R7"})
+    AgentRun.objects.filter(pk=old.pk).update(finished_at=timezone.now() - timedelta(days=31))
+    AgentRun.objects.filter(pk=unfinished.pk).update(created_at=timezone.now() - timedelta(days=60))
+    return old, recent, unfinished
+
+
+def test_old_payloads_are_blanked_and_the_rest_kept(runs):
+    old, recent, unfinished = runs
+    counts = trace_payloads_expire()
+
+    assert counts == {"runs": 1, "events": 2}
+    old.refresh_from_db()
+    assert old.goal == EXPIRED_GOAL
+    assert list(old.events.values_list("payload", flat=True)) == [EXPIRED_PAYLOAD] * 2
+    assert list(old.events.values_list("seq", flat=True)) == [1, 2]  # the sequence stays
+    assert old.actions.get().tool == "find_available_rooms"
+    for run in (recent, unfinished):
+        run.refresh_from_db()
+        assert run.goal != EXPIRED_GOAL
+        assert EXPIRED_PAYLOAD not in list(run.events.values_list("payload", flat=True))
+
+
+def test_a_second_sweep_changes_nothing(runs):
+    trace_payloads_expire()
+    assert trace_payloads_expire() == {"runs": 0, "events": 0}
+
+
+def test_zero_days_keeps_everything(runs, settings):
+    settings.TRACE_PAYLOAD_RETENTION_DAYS = 0
+    assert trace_payloads_expire() == {"runs": 0, "events": 0}
+    assert not TraceEvent.objects.filter(payload=EXPIRED_PAYLOAD).exists()
+
+
+def test_batches_cover_every_due_run(e17, settings, monkeypatch):
+    from agentops import sweeper
+
+    monkeypatch.setattr(sweeper, "RETENTION_BATCH", 2)
+    settings.TRACE_PAYLOAD_RETENTION_DAYS = 1
+    for _ in range(5):
+        run_create(e17)
+    AgentRun.objects.update(finished_at=timezone.now() - timedelta(days=2))
+    assert trace_payloads_expire()["runs"] == 5
+    assert set(AgentRun.objects.values_list("goal", flat=True)) == {EXPIRED_GOAL}
+
+
+def test_the_task_is_on_beats_schedule_and_runs_the_sweep(runs):
+    tasks = {entry["task"] for entry in django_settings.CELERY_BEAT_SCHEDULE.values()}
+    assert "agentops.tasks.expire_trace_payloads_task" in tasks
+    assert expire_trace_payloads_task.apply().get() == {"runs": 1, "events": 2}
