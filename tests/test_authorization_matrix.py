@@ -39,7 +39,7 @@ from django.utils import timezone
 from accounts.models import ApiToken
 from accounts.services import token_issue
 from agentops.execution.recorder import call_direct
-from agentops.models import Action, AgentRun
+from agentops.models import Action, AgentRun, DrillRun
 from agentops.redis_client import get_redis
 from approvals.models import ApprovalRequest
 from bookings.models import Booking, Room
@@ -95,6 +95,10 @@ def action_status(w: World) -> str:
     return Action.objects.get(pk=w.action).status
 
 
+def drills_count(w: World) -> int:
+    return DrillRun.objects.count()
+
+
 def runs_count(w: World) -> int:
     return AgentRun.objects.count()
 
@@ -106,6 +110,7 @@ C = booking_status
 A = approval_status
 R = runs_count
 X = action_status
+D = drills_count
 EMPLOYEES = frozenset(PRINCIPALS) - {"anon", "revoked", "deact", "deactb"}
 # fmt: off
 ROWS = [
@@ -137,6 +142,13 @@ ROWS = [
         {"request": "list my bookings", "key": "00000000-0000-4000-8000-000000000001"},
         state=R, may_change=frozenset({"e17", "e23", "a01", "adm"})),
     Row("assistant/runs/<uuid:run_id>/", "GET", "/assistant/runs/{run}/",     "302 200 302 404 302 200 302 200 302 302 302 302"),
+    Row("ops/audit/",                  "GET",  "/ops/audit/",                 "302 403 302 403 302 403 302 200 302 302 302 302"),
+    Row("ops/audit/export",            "POST", "/ops/audit/export",           "302 403 302 403 302 403 302 200 302 302 302 302"),
+    Row("ops/runs/<str:run_id>/",      "GET",  "/ops/runs/{run}/",            "302 200 302 404 302 404 302 200 302 302 302 302"),
+    Row("ops/drills/",                 "GET",  "/ops/drills/",                "302 403 302 403 302 403 302 200 302 302 302 302"),
+    Row("ops/drills/start",            "POST", "/ops/drills/start",           "302 403 302 403 302 403 302 302 302 302 302 302",
+        state=D, may_change=frozenset({"adm"})),
+    Row("ops/drills/<str:drill_id>/",  "GET",  "/ops/drills/no-such-drill/",  "302 403 302 403 302 403 302 404 302 302 302 302"),
     Row("api/openapi.json",            "GET",  "/api/openapi.json",           "200 200 200 200 200 200 200 200 200 200 200 200"),
     Row("api/tools",                   "GET",  "/api/tools",                  "401 200 200 200 200 200 200 200 200 401 401 401"),
     Row("api/tools/<str:name>",        "POST", "/api/tools/get_booking",      "401 200 200 200 200 200 200 200 200 401 401 401",
