@@ -234,6 +234,7 @@ def _run_paths(components: dict[str, Any]) -> dict[str, Any]:
                     "400": _json(_error(), "Not a request the assistant can start from."),
                     "413": _json(_error("too_large"), "The body is over the size cap."),
                     "429": _json(_error("rate_limited"), "Too many runs this minute."),
+                    "503": _json(_error("unavailable"), "The rate limiter did not answer."),
                     **common,
                 },
             }
