@@ -24,6 +24,7 @@ from agentops.contract import (
     ToolSpec,
     canonical_json,
 )
+from agentops.limits import safe_text
 from agentops.runtime.timing import LOOP_LIMIT, Budgets
 
 
@@ -117,7 +118,7 @@ def check_tool(name: str, roles: frozenset[str]) -> tuple[ToolSpec | None, Verdi
         GateCheck.UNKNOWN_TOOL,
         Reason.UNKNOWN_TOOL,
         "unknown_tool",
-        f"There is no tool {str(name)[:64]!r}.",
+        f"There is no tool {safe_text(name, 64)!r}.",
         f"Use one of: {visible}.",
     )
 
@@ -131,7 +132,7 @@ def check_schema(spec: ToolSpec, arguments: Any) -> tuple[BaseModel | None, Verd
             "Arguments must be a JSON object.",
             "Send the parameters as an object.",
         )
-    smuggled = sorted(str(k)[:40] for k in arguments if "approv" in str(k).lower())
+    smuggled = sorted(safe_text(k) for k in arguments if "approv" in str(k).lower())
     if smuggled:
         return None, _refuse(
             GateCheck.SCHEMA,
@@ -144,7 +145,7 @@ def check_schema(spec: ToolSpec, arguments: Any) -> tuple[BaseModel | None, Verd
         args = spec.input_model.model_validate_json(canonical_json(arguments))
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}"
+            f"{'.'.join(safe_text(p) for p in e['loc']) or '(root)'}: {safe_text(e['msg'], 200)}"
             for e in exc.errors()[:5]
         )
         return None, _refuse(

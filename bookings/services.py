@@ -314,11 +314,13 @@ def _explain_refusal(
 def booking_cancel(*, user: User, booking_code: str, idempotency_key: str = "") -> Booking:
     """Cancel a confirmed booking and bump its room's schedule version.
 
-    Only the requester may cancel, or an admin. Cancelling a cancelled booking returns it
-    unchanged. Locks the room row, then the booking: the order booking_reserve takes them in
-    (its insert waits on the booking only while holding the room), so the two never deadlock.
-    With ``idempotency_key``, the cancel records it on the booking (``cancel_key``) and holds
-    the key's advisory lock until commit, so booking_lookup_cancel can say what happened to it.
+    Only the requester may cancel, or an admin; to anyone else another employee's booking
+    looks like no booking at all (codes are sequential: "not yours" would confirm that it
+    exists). Cancelling a cancelled booking returns it unchanged. Locks the room row, then the
+    booking: the order booking_reserve takes them in (its insert waits on the booking only while
+    holding the room), so the two never deadlock. With ``idempotency_key``, the cancel records
+    it on the booking (``cancel_key``) and holds the key's advisory lock until commit, so
+    booking_lookup_cancel can say what happened to it.
     """
     if len(idempotency_key) > 200:
         raise BookingError(
@@ -331,25 +333,17 @@ def booking_cancel(*, user: User, booking_code: str, idempotency_key: str = "") 
             cursor.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [idempotency_key]
             )
-    found = Booking.objects.filter(code=booking_code).values_list("room_id", flat=True).first()
-    if found is None:
+    found = Booking.objects.filter(code=booking_code).values_list("room_id", "requester_id").first()
+    if found is None or (found[1] != user.pk and Role.ADMIN not in user_roles(user=user)):
         raise BookingError(
             "not_found",
             "booking_not_found",
             gettext_noop("There is no booking %(code)s."),
             params={"code": booking_code},
         )
-    room = Room.objects.select_for_update().get(pk=found)
+    room = Room.objects.select_for_update().get(pk=found[0])
     booking = Booking.objects.select_for_update().get(code=booking_code)
     booking.room = room
-    if booking.requester_id != user.pk and Role.ADMIN not in user_roles(user=user):
-        raise BookingError(
-            "forbidden",
-            "not_your_booking",
-            gettext_noop("%(code)s belongs to someone else."),
-            gettext_noop("Only its requester or an admin may cancel it."),
-            params={"code": booking_code},
-        )
     if idempotency_key and (
         Booking.objects.filter(cancel_key=idempotency_key).exclude(pk=booking.pk).exists()
     ):

@@ -32,26 +32,32 @@ django_asgi = SyncChainASGIHandler()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app registry)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from agentops.live.routing import websocket_urlpatterns as run_routes  # noqa: E402
 from agentops.mcp.server import mcp_mount  # noqa: E402
 from approvals.routing import websocket_urlpatterns as approval_routes  # noqa: E402
+from config.security import (  # noqa: E402
+    ExactOriginValidator,
+    HeaderLimits,
+    SafeStaticFilesHandler,
+)
 
 # On a developer's machine the app serves its own static files; behind a proxy in production
 # (SERVE_STATIC=false) the proxy serves `collectstatic`'s output.
-http_app = ASGIStaticFilesHandler(django_asgi) if settings.SERVE_STATIC else django_asgi
+http_app = SafeStaticFilesHandler(django_asgi) if settings.SERVE_STATIC else django_asgi
 
-# /mcp: the MCP server (streamable HTTP, bearer tokens); everything else as before.
-application = mcp_mount(
-    ProtocolTypeRouter(
-        {
-            "http": http_app,
-            "websocket": AllowedHostsOriginValidator(
-                AuthMiddlewareStack(URLRouter(run_routes + approval_routes))
-            ),
-        }
+# /mcp: the MCP server (streamable HTTP, bearer tokens); everything else as before. Header
+# limits hold for all of it.
+application = HeaderLimits(
+    mcp_mount(
+        ProtocolTypeRouter(
+            {
+                "http": http_app,
+                "websocket": ExactOriginValidator(
+                    AuthMiddlewareStack(URLRouter(run_routes + approval_routes))
+                ),
+            }
+        )
     )
 )

@@ -1,7 +1,8 @@
 """`make run`: embedded servers (unless DATABASE_URL/REDIS_URL), migrations, demo data, a Celery
-worker with beat, and the ASGI web server. Ctrl-C, SIGTERM or SIGHUP (to the launcher or its
-whole process group, any number of times) stops every child it started and the embedded
-servers, once."""
+worker with beat, and the ASGI web server, under a small supervisor: a child that dies is started
+again (the worker above all: runs in flight are redelivered and reconciled), the others and the
+data stores stay up. Ctrl-C, SIGTERM or SIGHUP (to the launcher or its whole process group, any
+number of times) stops every child it started and the embedded servers, once."""
 
 from __future__ import annotations
 
@@ -11,11 +12,21 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from config import devservers
 
 PY = sys.executable
+# A child that dies this often within the window is not restarted again: the launcher stops.
+MAX_RESTARTS = 5
+RESTART_WINDOW_S = 60.0
+# uvicorn: h11 refuses a request whose headers exceed this many bytes (httptools has no such
+# limit: a 4 MB header was accepted); config.security.HeaderLimits caps their number too.
+MAX_HEADER_BYTES = 32768
+
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -83,6 +94,90 @@ class Shutdown:
                 devservers.stop_redis(self.var)
 
 
+@dataclass
+class Child:
+    name: str
+    argv: list[str]
+    process: subprocess.Popen | None = None
+    restarts: list[float] = field(default_factory=list)
+
+
+class Supervisor:
+    """Keeps children running. `check()` restarts each child that has exited (and says so);
+    it returns False when one died more than MAX_RESTARTS times in RESTART_WINDOW_S, the sign
+    of a fault a restart does not cure (then the caller stops everything)."""
+
+    def __init__(
+        self,
+        children: list[Child],
+        *,
+        env: dict[str, str],
+        spawn: Callable[..., subprocess.Popen] = subprocess.Popen,
+        clock: Callable[[], float] = time.monotonic,
+        log: Callable[[str], None] = lambda line: print(line, file=sys.stderr, flush=True),
+        spawned: list[subprocess.Popen] | None = None,
+    ) -> None:
+        self.children, self.env = children, env
+        self.spawn, self.clock, self.log = spawn, clock, log
+        self.spawned = spawned if spawned is not None else []  # every process it started
+
+    def _start(self, child: Child) -> None:
+        child.process = self.spawn(child.argv, env=self.env)
+        self.spawned.append(child.process)
+
+    def start(self) -> None:
+        for child in self.children:
+            self._start(child)
+
+    def check(self) -> bool:
+        now = self.clock()
+        for child in self.children:
+            code = child.process.poll() if child.process is not None else None
+            if child.process is None or code is None:
+                continue
+            child.restarts = [t for t in child.restarts if now - t < RESTART_WINDOW_S]
+            if len(child.restarts) >= MAX_RESTARTS:
+                self.log(
+                    f"The {child.name} exited ({code}) {MAX_RESTARTS} times within "
+                    f"{RESTART_WINDOW_S:.0f}s; stopping."
+                )
+                return False
+            child.restarts.append(now)
+            self.log(f"The {child.name} exited ({code}); starting it again.")
+            self._start(child)
+        return True
+
+    def alive(self) -> bool:
+        return all(c.process is not None and c.process.poll() is None for c in self.children)
+
+    def stop(self, timeout: float = 15) -> None:
+        running = [c.process for c in self.children if c.process is not None]
+        for process in running:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in running:
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def worker_argv(schedule: str) -> list[str]:
+    return [
+        *(PY, "-m", "celery", "-A", "config", "worker", "--beat", "--loglevel=WARNING"),
+        *("--concurrency=2", "--schedule", schedule),
+    ]
+
+
+def web_argv(host: str, port: int) -> list[str]:
+    return [
+        *(PY, "-m", "uvicorn", "config.asgi:application", "--host", host, "--port", str(port)),
+        *("--no-access-log", "--http", "h11"),
+        *("--h11-max-incomplete-event-size", str(MAX_HEADER_BYTES)),
+    ]
+
+
 def _port_free(host: str, port: int) -> bool:
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -128,46 +223,20 @@ def main() -> int:
         stop.check()
         subprocess.run([*manage, "seed_demo"], env=env, check=True)
         stop.check()
-        beat_schedule = var / "celerybeat-schedule"
-        children.append(
-            subprocess.Popen(
-                [
-                    PY,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "config",
-                    "worker",
-                    "--beat",
-                    "--loglevel=WARNING",
-                    "--concurrency=2",
-                    "--schedule",
-                    str(beat_schedule),
-                ],
-                env=env,
-            )
+        supervisor = Supervisor(
+            [
+                Child("Celery worker", worker_argv(str(var / "celerybeat-schedule"))),
+                Child("web server", web_argv(host, port)),
+            ],
+            env=env,
+            spawned=children,  # what Shutdown stops, restarted children included
         )
-        children.append(
-            subprocess.Popen(
-                [
-                    PY,
-                    "-m",
-                    "uvicorn",
-                    "config.asgi:application",
-                    "--host",
-                    host,
-                    "--port",
-                    str(port),
-                    "--no-access-log",
-                ],
-                env=env,
-            )
-        )
+        supervisor.start()
         # Print the banner once the web server answers, after the worker's start-up chatter.
         deadline = time.monotonic() + 30
         while not devservers.port_open(port, host) and time.monotonic() < deadline:
             stop.check()
-            if any(child.poll() is not None for child in children):
+            if not supervisor.alive():
                 break
             time.sleep(0.2)
         time.sleep(1.0)
@@ -182,12 +251,11 @@ def main() -> int:
             "  Ctrl-C stops the web server, the worker and the embedded servers.\n",
             flush=True,
         )
-        while all(child.poll() is None for child in children):
-            stop.check()
+        while True:
+            stop.check()  # before a restart: a stop's SIGTERM may have ended the child
+            if not supervisor.check():
+                return 1
             time.sleep(0.2)
-        stop.check()
-        print("A child process exited; stopping the rest.", file=sys.stderr)
-        return 1
     except StopRequested:
         return 0
     except subprocess.CalledProcessError as exc:

@@ -44,6 +44,28 @@ ALLOWED_HOSTS = [
     h for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,testserver").split(",") if h
 ]
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+# Websockets are accepted only from these origins, matched exactly (scheme, host and port):
+# by default the pages `make run` serves (HOST/PORT as config/run.py reads them).
+_RUN_PORT = os.environ.get("PORT", "8000")
+_RUN_HOSTS = {"127.0.0.1", "localhost", os.environ.get("HOST", "127.0.0.1")}
+_RUN_HOSTS -= {"", "::", "0.0.0.0"}  # noqa: S104  (a wildcard bind is no origin)
+WEBSOCKET_ALLOWED_ORIGINS = [
+    o
+    for o in os.environ.get(
+        "WEBSOCKET_ALLOWED_ORIGINS",
+        ",".join(f"http://{h}:{_RUN_PORT}" for h in sorted(_RUN_HOSTS)),
+    ).split(",")
+    if o
+]
+# Error reports (and the debug page a developer opts into) mask every secret and every URL.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "config.security.SecretsMaskedFilter"
+# Request limits: headers (config.security.HeaderLimits, and uvicorn's own in config/run.py),
+# JSON API bodies (agentops/api/views.py: 413 over the size, 400 past the depth or length).
+MAX_REQUEST_HEADERS = int(os.environ.get("MAX_REQUEST_HEADERS", "100"))
+MAX_REQUEST_HEADER_BYTES = int(os.environ.get("MAX_REQUEST_HEADER_BYTES", "32768"))
+API_MAX_BODY_BYTES = int(os.environ.get("API_MAX_BODY_BYTES", "65536"))
+API_MAX_JSON_DEPTH = int(os.environ.get("API_MAX_JSON_DEPTH", "16"))
+API_MAX_STRING_CHARS = int(os.environ.get("API_MAX_STRING_CHARS", "4096"))
 
 INSTALLED_APPS = [
     "django.contrib.admin",

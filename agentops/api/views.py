@@ -7,6 +7,8 @@ import json
 import math
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
@@ -15,12 +17,12 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.selectors import user_roles
 from accounts.services import token_authenticate
 from agentops import exports, registry, selectors
+from agentops.api.openapi import MAX_IDEMPOTENCY_KEY, openapi_document
 from agentops.api.presenters import run_as_json
 from agentops.execution.recorder import call_direct
+from agentops.limits import json_problem
 from agentops.ratelimit import LimiterUnavailableError
 from agentops.runtime.runs import RunKeyReused, RunRateLimited, RunRequestError, run_start
-
-MAX_IDEMPOTENCY_KEY = 100
 
 
 def _error(status: int, code: str, message: str) -> JsonResponse:
@@ -65,38 +67,51 @@ def _finite(text: str) -> float:
     return value
 
 
-def _storable(value: Any) -> bool:
-    """Can PostgreSQL's jsonb hold it? No NUL characters and no lone surrogates in any key or
-    string (both are valid JSON text, and both make jsonb refuse the whole document)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif isinstance(item, str):
-            if "\x00" in item:
-                return False
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return False
-    return True
-
-
 def _json_body(request) -> tuple[Any, JsonResponse | None]:
-    """The body as JSON, refused before anything stores it when jsonb could not hold it."""
+    """The body as JSON, refused before anything stores it: over the size cap (413), not JSON,
+    NaN/Infinity, bad UTF-8, nested past the depth cap, a string past the length cap, or what
+    jsonb could not hold (400)."""
+    cap = settings.API_MAX_BODY_BYTES
     try:
-        body = json.loads(request.body or b"{}", parse_constant=_no_constant, parse_float=_finite)
-    except (ValueError, RecursionError):  # bad JSON, NaN/Infinity, bad UTF-8, too deep
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    too_large = _error(413, "too_large", f"The request body is over {cap} bytes.")
+    if declared > cap:
+        return None, too_large
+    try:
+        raw = request.body
+    except RequestDataTooBig:
+        return None, too_large
+    if len(raw) > cap:
+        return None, too_large
+    try:
+        body = json.loads(raw or b"{}", parse_constant=_no_constant, parse_float=_finite)
+    except RecursionError:  # deeper than the parser goes: not JSON we can read
+        return None, _error(400, "malformed_json", _PROBLEMS["too_deep"])
+    except ValueError:  # bad JSON, NaN/Infinity, 1e999, bad UTF-8
         return None, _error(400, "malformed_json", "The request body is not valid JSON.")
-    if not _storable(body):
+    problem = json_problem(
+        body, max_depth=settings.API_MAX_JSON_DEPTH, max_string=settings.API_MAX_STRING_CHARS
+    )
+    if problem is not None:
         return None, _error(
-            400, "malformed_json", "The request body holds NUL characters or lone surrogates."
+            400, problem if problem != "not_storable" else "malformed_json", _PROBLEMS[problem]
         )
     return body, None
+
+
+_PROBLEMS = {
+    "too_deep": "The request body is nested too deeply.",
+    "string_too_long": "A string in the request body is too long.",
+    "not_storable": "The request body holds NUL characters or lone surrogates.",
+}
+
+
+@require_GET
+def openapi(request):
+    """The OpenAPI 3.1 document of this API (public: what a call may be, not who may call)."""
+    return JsonResponse(openapi_document())
 
 
 def _idempotency_key(request) -> tuple[str | None, JsonResponse | None]:

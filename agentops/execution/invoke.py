@@ -7,6 +7,7 @@ that times out may still commit on that thread: that is exactly an unknown outco
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -14,7 +15,6 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from django.db import (
-    DatabaseError,
     InterfaceError,
     OperationalError,
     close_old_connections,
@@ -26,6 +26,8 @@ from agentops.contract import CallContext, Reason, Signal, ToolError, ToolSpec, 
 from agentops.redis_client import get_redis
 from agentops.runtime.timing import FAULT_PAUSE_LIMIT_S
 
+log = logging.getLogger(__name__)
+TOOL_CRASHED = "tool_crashed"
 _POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tool")
 
 
@@ -124,17 +126,72 @@ def invoke(
                 200,
             ), Signal.YELLOW
         return _unknown(spec, f"failed mid-call ({type(exc).__name__})"), Signal.UNKNOWN
-    except DatabaseError:
-        raise
-    size = len(json.dumps(envelope, default=str).encode())
+    except Exception as exc:  # a bug or a database refusal inside the tool: never a 500
+        log.warning("tool %s raised", spec.name, exc_info=exc)
+        return crashed(spec, exc), Signal.YELLOW if spec.meta.readonly else Signal.UNKNOWN
+    size = _size(envelope)
     if size > spec.meta.max_output_bytes:
+        return output_cut(spec, envelope, size)
+    return envelope, Signal(envelope["signal"])
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, default=str).encode())
+
+
+CUT_STRING_CHARS = 200
+
+
+def output_cut(
+    spec: ToolSpec, envelope: dict[str, Any], size: int
+) -> tuple[dict[str, Any], Signal]:
+    """An answer over the tool's max_output_bytes is cut to fit, with a hint, never passed
+    whole: first the longest list of its data loses items from the end, then long strings are
+    shortened; what still does not fit is refused. Receipts (ids, statuses) are short fields
+    and survive the cut."""
+    cap = spec.meta.max_output_bytes
+    cut = json.loads(json.dumps(envelope, default=str))
+    cut["truncated"] = True
+    cut["hint"] = (
+        f"{spec.name} returned {size} bytes, over its {cap}: the answer was cut. "
+        "Narrow the query or page with a smaller limit."
+    )
+    data = cut.get("data")
+    lists = (
+        sorted((v for v in data.values() if isinstance(v, list)), key=len, reverse=True)
+        if isinstance(data, dict)
+        else [data]
+        if isinstance(data, list)
+        else []
+    )
+    for items in lists:
+        while items and _size(cut) > cap:
+            items.pop()
+    if _size(cut) > cap:
+        _shorten_strings(cut.get("data"))
+    if _size(cut) > cap:
         return failure(
             Reason.OUTPUT_TOO_LARGE,
             "output_too_large",
-            f"{spec.name} returned {size} bytes, over its {spec.meta.max_output_bytes}.",
+            f"{spec.name} returned {size} bytes, over its {cap}.",
             "Narrow the query or page with a smaller limit.",
         ), Signal.RED
-    return envelope, Signal(envelope["signal"])
+    return cut, Signal(cut["signal"])
+
+
+def _shorten_strings(value: Any) -> None:
+    children = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    for key, child in list(children):
+        if isinstance(child, str) and len(child) > CUT_STRING_CHARS:
+            value[key] = child[: CUT_STRING_CHARS - 1] + "…"
+        else:
+            _shorten_strings(child)
 
 
 def _unknown(spec: ToolSpec, what: str) -> dict[str, Any]:
@@ -143,4 +200,15 @@ def _unknown(spec: ToolSpec, what: str) -> dict[str, Any]:
         "unknown_outcome",
         f"{spec.name} {what}; whether it took effect is unknown.",
         "Do not retry: the host is checking what happened under this call's idempotency key.",
+    )
+
+
+def crashed(spec: ToolSpec, exc: BaseException) -> dict[str, Any]:
+    """A tool raised instead of answering. A read is transient; a write's outcome is settled
+    by the recorder from the tool's receipt lookup (agentops.execution.recorder)."""
+    return failure(
+        Reason.UNKNOWN_OUTCOME if not spec.meta.readonly else Reason.UNAVAILABLE,
+        TOOL_CRASHED,
+        f"{spec.name} failed ({type(exc).__name__}).",
+        "Try again shortly." if spec.meta.readonly else "The host is checking what happened.",
     )

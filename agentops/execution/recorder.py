@@ -11,6 +11,7 @@ and trace events:
 
 from __future__ import annotations
 
+import logging
 import random
 import uuid
 from dataclasses import dataclass
@@ -28,14 +29,16 @@ from agentops.contract import (
     CallContext,
     Delegation,
     Reason,
+    ReceiptStatus,
     SideEffect,
     Signal,
     ToolError,
     ToolSpec,
     canonical_json,
     failure,
+    success,
 )
-from agentops.execution.invoke import faults_for, invoke
+from agentops.execution.invoke import TOOL_CRASHED, faults_for, invoke
 from agentops.idempotency import (
     ClaimState,
     idempotency_claim,
@@ -43,6 +46,7 @@ from agentops.idempotency import (
     idempotency_release,
     request_digest,
 )
+from agentops.limits import refused_input, safe_text
 from agentops.models import (
     ROLLBACK_RUN_STATUSES,
     Action,
@@ -69,6 +73,8 @@ from agentops.runtime.transitions import action_move, actions_cancel_unstarted, 
 from agentops.runtime.verifier import action_context
 from agentops.trace import trace_append
 from approvals.services import STALE_CODES
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -248,7 +254,32 @@ def action_call(started: Started) -> Called:
             ),
             Signal.YELLOW,
         )
-    return Called(*invoke(spec, started.ctx, started.args, faults=started.faults), owns_key=True)
+    envelope, signal = invoke(spec, started.ctx, started.args, faults=started.faults)
+    if envelope.get("code") == TOOL_CRASHED:
+        envelope, signal = _settle_crash(spec, action.idempotency_key, envelope)
+    return Called(envelope, signal, owns_key=True)
+
+
+def _settle_crash(spec: ToolSpec, key: str, crash: dict[str, Any]) -> tuple[dict[str, Any], Signal]:
+    """The tool raised: ask it at once what happened under the key, so the claim is settled
+    now rather than left in progress. Found: the write happened (its receipt). Proven absent:
+    nothing was written, the call failed, and the key is given back for a retry. Unclear: an
+    unknown outcome, reconciled like any other."""
+    try:
+        lookup = spec.lookup_receipt(key)
+    except Exception:  # the lookup failing too leaves the outcome unknown
+        return crash, Signal.UNKNOWN
+    if lookup.status == ReceiptStatus.FOUND:
+        return success(lookup.receipt), Signal.GREEN
+    if lookup.status == ReceiptStatus.ABSENT:
+        return failure(
+            Reason.UNAVAILABLE,
+            TOOL_CRASHED,
+            f"{crash['message']} Nothing was written.",
+            "Try again; the same idempotency key may be reused.",
+            200,
+        ), Signal.YELLOW
+    return crash, Signal.UNKNOWN
 
 
 # --- 3. finish --------------------------------------------------------------------------------
@@ -357,40 +388,96 @@ def call_direct(
         if waiting is not None:
             return waiting
     roles = user_roles(user=user)
-    with transaction.atomic():
-        if session_run_id is None:
-            run, ctx, usage = _direct_run(user=user, name=name, roles=roles)
-            key = given or f"{channel}:{user.pk}:{uuid.uuid4().hex}"
-        else:
-            opened = _session_turn(session_run_id, user=user, name=name, arguments=arguments)
-            if isinstance(opened, dict):
-                return opened
-            run, ctx, usage = opened
-            key = given
-        verdict, action = proposal_record(
-            run=run,
-            ctx=ctx,
-            roles=roles,
-            turn=run.turn,
-            index=0,
-            tool=name,
+    try:
+        begun = _direct_propose(
+            user=user,
+            name=name,
             arguments=arguments,
-            writes_so_far=0 if usage is None else writes_used(run),
-            usage=usage,
-            key=key,
+            roles=roles,
+            key=given,
+            channel=channel,
+            session_run_id=session_run_id,
         )
-        if action.status == ActionStatus.REJECTED:
-            _refused(run, verdict)
-            return action.result
-        if action.status == ActionStatus.WAITING_APPROVAL:
-            if run.kind != RunKind.MCP:
-                run_move(run, RunStatus.WAITING_APPROVAL, payload={"turn": run.turn})
-            return pending_envelope(action)
-        # The gate ran in this same transaction: no second check before the first attempt.
-        started = begin_locked(run, action, recheck=False)
-    called = action_call(started)
-    action_finish(action.pk, started.action.attempts, called, run_id=run.pk)
+    except Exception as exc:  # a bug before the call was recorded: record the attempt instead
+        log.exception("direct call of %s failed before it ran", safe_text(name, 64))
+        return _direct_crashed(user=user, name=name, arguments=arguments, exc=exc)
+    if not isinstance(begun, Started):
+        return begun
+    called = action_call(begun)
+    action_finish(begun.action.pk, begun.action.attempts, called, run_id=begun.run.pk)
     return called.envelope
+
+
+@transaction.atomic
+def _direct_propose(
+    *,
+    user: Any,
+    name: str,
+    arguments: Any,
+    roles: frozenset[str],
+    key: str | None,
+    channel: str,
+    session_run_id: Any,
+) -> Started | dict[str, Any]:
+    """Record the call's run (or session turn) and gate it: the envelope when it ends here
+    (refused, waiting for an approval, the session over), else the started action, its intent
+    committed with the transaction."""
+    if session_run_id is None:
+        run, ctx, usage = _direct_run(user=user, name=name, roles=roles)
+        key = key or f"{channel}:{user.pk}:{uuid.uuid4().hex}"
+    else:
+        opened = _session_turn(session_run_id, user=user, name=name, arguments=arguments)
+        if isinstance(opened, dict):
+            return opened
+        run, ctx, usage = opened
+    verdict, action = proposal_record(
+        run=run,
+        ctx=ctx,
+        roles=roles,
+        turn=run.turn,
+        index=0,
+        tool=name,
+        arguments=arguments,
+        writes_so_far=0 if usage is None else writes_used(run),
+        usage=usage,
+        key=key,
+    )
+    if action.status == ActionStatus.REJECTED:
+        _refused(run, verdict)
+        return action.result
+    if action.status == ActionStatus.WAITING_APPROVAL:
+        if run.kind != RunKind.MCP:
+            run_move(run, RunStatus.WAITING_APPROVAL, payload={"turn": run.turn})
+        return pending_envelope(action)
+    # The gate ran in this same transaction: no second check before the first attempt.
+    return begin_locked(run, action, recheck=False)
+
+
+def _direct_crashed(*, user: Any, name: str, arguments: Any, exc: Exception) -> dict[str, Any]:
+    """The answer and the record of a direct call that failed inside the runtime before it ran:
+    a failed run whose trace says so, with a digest of the input (nothing was written: the
+    transaction that would have recorded the call rolled back). If even that cannot be
+    recorded (the database is gone), the original error goes on to the caller."""
+    envelope = failure(
+        Reason.UNAVAILABLE,
+        "internal_error",
+        f"The call could not be processed ({type(exc).__name__}); nothing was written.",
+        "Try again shortly.",
+        1000,
+    )
+    try:
+        with transaction.atomic():
+            run, _, _ = _direct_run(user=user, name=name, roles=frozenset())
+            payload = {"tool": safe_text(name, 64), "decision": "refuse", "check": "internal"}
+            trace_append(
+                run=run,
+                kind=EventKind.GATE,
+                payload=payload | {"refusal": envelope} | refused_input(arguments),
+            )
+            run_move(run, RunStatus.FAILED, outcome=RunOutcome.CALL_FAILED, reply="")
+    except Exception:
+        raise exc from None
+    return envelope
 
 
 def _direct_run(*, user: Any, name: str, roles: frozenset[str]):
@@ -400,7 +487,7 @@ def _direct_run(*, user: Any, name: str, roles: frozenset[str]):
     run = AgentRun.objects.create(
         subject=user,
         kind=RunKind.DIRECT,
-        goal=f"API call {name}"[:200],
+        goal=f"API call {safe_text(name, 64)}",
         model_name="direct",
         delegation=delegation.to_json(),
         budgets=DIRECT_BUDGETS.to_json(),

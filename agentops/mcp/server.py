@@ -269,4 +269,7 @@ def mcp_mount(inner: Any, *, path: str = "/mcp") -> Any:
             await inner(scope, receive, send)
 
     application.endpoint = endpoint  # type: ignore[attr-defined]
+    # What tests/test_authorization_matrix.py reads to find this route and the app behind it.
+    application.mount_path = path  # type: ignore[attr-defined]
+    application.inner = inner  # type: ignore[attr-defined]
     return application

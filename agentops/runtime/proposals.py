@@ -11,6 +11,7 @@ from typing import Any
 
 from agentops import gate
 from agentops.contract import CallContext, ToolSpec, canonical_json
+from agentops.limits import refused_input, safe_text
 from agentops.models import Action, ActionStatus, AgentRun, EventKind
 from agentops.runtime import approval
 from agentops.runtime.transitions import action_create
@@ -38,7 +39,13 @@ def compensation_intent(spec: ToolSpec, key: str) -> dict[str, str]:
 def call_digest(tool: str, arguments: Any) -> str:
     """The digest of a proposed call as the model sent it (loop detection)."""
     raw = arguments if isinstance(arguments, dict) else {"_arguments": arguments}
-    return hashlib.sha256(canonical_json({"tool": tool, "params": raw}).encode()).hexdigest()
+    text = canonical_json({"tool": tool, "params": raw})
+    return hashlib.sha256(text.encode("utf-8", "backslashreplace")).hexdigest()  # lone surrogates
+
+
+def _version(value: Any) -> int | None:
+    """An environment version the column can hold (a schema may allow more than int4)."""
+    return value if isinstance(value, int) and -(2**31) <= value < 2**31 else None
 
 
 def proposal_record(
@@ -61,17 +68,18 @@ def proposal_record(
         tool, arguments, ctx=ctx, roles=roles, writes_so_far=writes_so_far, usage=usage
     )
     spec, args = verdict.spec, verdict.args
-    raw = arguments if isinstance(arguments, dict) else {"_arguments": arguments}
-    params = args.model_dump(mode="json") if args is not None else raw
+    # A refused call keeps a digest of its input, never the input (a megabyte, or bytes that
+    # jsonb cannot hold); an accepted one its validated parameters.
+    params = args.model_dump(mode="json") if args is not None else refused_input(arguments)
     action = Action(
         run=run,
         turn=turn,
         call_index=index,
-        tool=str(tool)[:64],
+        tool=safe_text(tool, 64),
         params=params,
         params_digest=call_digest(tool, arguments),
         readonly=spec.meta.readonly if spec else True,
-        observed_version=params.get("expected_version") if isinstance(params, dict) else None,
+        observed_version=_version(params.get("expected_version")),
         risk=verdict.risk.value if verdict.risk else "",
         risk_reasons=list(verdict.risk_reasons),
         proposal_deadline=run.deadline,

@@ -97,7 +97,9 @@ class ReserveRoomInput(Strict):
         description="Defaults to the number of people requested",
     )
     equipment: list[Equipment] = Field(default_factory=list, max_length=5)
-    expected_version: int = Field(ge=0, description="The room's version from find_available_rooms")
+    expected_version: int = Field(
+        ge=0, le=2**31 - 1, description="The room's version from find_available_rooms"
+    )
 
 
 class BookingOut(Strict):

@@ -25,7 +25,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 
 START, END = slot(days=7)
 REQUEST = f"book a room on {START:%Y-%m-%d} {START:%H:%M}-{END:%H:%M} for 3 people with a projector"
-ORIGIN = (b"origin", b"http://127.0.0.1")
+ORIGIN = (b"origin", b"http://127.0.0.1:8000")  # settings.WEBSOCKET_ALLOWED_ORIGINS
 
 
 def session_headers(user) -> list[tuple[bytes, bytes]]:

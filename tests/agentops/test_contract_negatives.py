@@ -105,12 +105,31 @@ def test_unauthorized_action_has_zero_side_effects(worker, e17, e23):
     versions = dict(Room.objects.values_list("code", "schedule_version"))
     # No request text grants the assistant cancel_booking yet: the direct path is the channel.
     envelope = call_direct(user=e23, name="cancel_booking", arguments={"booking_id": theirs.code})
+    unknown = call_direct(user=e23, name="cancel_booking", arguments={"booking_id": "B999999"})
+
+    # Someone else's booking looks exactly like no booking (codes are sequential).
+    assert (envelope["signal"], envelope["code"]) == ("red", "booking_not_found")
+    assert envelope["message"] == unknown["message"].replace("B999999", theirs.code)
+    assert "another employee" not in str(envelope)
+    action = Action.objects.filter(tool="cancel_booking").order_by("created_at").first()
+    assert action.status == "failed" and action.risk == "MEDIUM" and not action.risk_reasons
+    assert Booking.objects.get(pk=theirs.pk).status == "confirmed"
+    assert dict(Room.objects.values_list("code", "schedule_version")) == versions
+
+
+def test_an_admin_cancelling_someone_elses_booking_waits_for_an_approval(worker, e17, admin_user):
+    theirs = booking_reserve(
+        user=e17, room_code="R7", start_at=START, end_at=END, attendees=3, idempotency_key="theirs"
+    ).booking
+    versions = dict(Room.objects.values_list("code", "schedule_version"))
+    envelope = call_direct(
+        user=admin_user, name="cancel_booking", arguments={"booking_id": theirs.code}
+    )
 
     assert (envelope["signal"], envelope["code"]) == ("yellow", "approval_pending")
     assert "another employee" in envelope["message"]
     action = Action.objects.get(tool="cancel_booking")
     assert action.status == "waiting_approval" and action.risk == "HIGH" and action.attempts == 0
-    assert "another employee" in action.risk_reasons[0]
     assert Booking.objects.get(pk=theirs.pk).status == "confirmed"
     assert dict(Room.objects.values_list("code", "schedule_version")) == versions
 

@@ -17,7 +17,7 @@ from config.asgi import application
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ORIGIN = (b"origin", b"http://127.0.0.1")
+ORIGIN = (b"origin", b"http://127.0.0.1:8000")  # settings.WEBSOCKET_ALLOWED_ORIGINS
 
 
 def headers(user):

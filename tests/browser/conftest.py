@@ -87,6 +87,7 @@ def uvicorn_start(port: int, log: Path) -> subprocess.Popen:
         "REDIS_URL": settings.REDIS_URL,
         "SERVE_STATIC": "true",
         "DJANGO_SETTINGS_MODULE": "config.settings",
+        "PORT": str(port),  # the websocket Origin it accepts: http://127.0.0.1:<port>
     }
     proc = subprocess.Popen(
         [sys.executable, "-m", "uvicorn", "config.asgi:application", "--port", str(port)],

@@ -1,0 +1,308 @@
+"""The edge: secrets masked in error reports, websocket origins matched exactly, header limits
+held by the server `make run` starts, static paths that climb out answer 404, and the
+supervisor of `make run` restarting a worker that died."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from asgiref.testing import ApplicationCommunicator
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.test import Client, RequestFactory
+from django.views.debug import ExceptionReporter, get_default_exception_reporter_filter
+
+from config import run
+from config.security import origin_allowed
+
+ROOT = Path(__file__).resolve().parents[1]
+SECRETS = {
+    "DATABASE_URL": "postgres://app:hunter2@db.internal:5432/rooms",
+    "REDIS_URL": "redis://:s3cret@cache.internal:6379/0",
+    "OPENAI_API_KEY": "sk-live-do-not-show",
+    "APPROVAL_SIGNING_KEYS": "k1:approval-signing-secret",
+    "SECRET_KEY": "django-secret-do-not-show",
+    "OPENAI_BASE_URL": "https://llm.internal/v1",
+}
+
+
+@pytest.fixture
+def secret_settings(settings):
+    for name, value in SECRETS.items():
+        setattr(settings, name, value)
+    settings.CELERY_BROKER_URL = SECRETS["REDIS_URL"]
+    settings.CACHES = {"default": {"BACKEND": "x", "LOCATION": SECRETS["REDIS_URL"]}}
+    settings.CHANNEL_LAYERS = {"default": {"CONFIG": {"hosts": [SECRETS["REDIS_URL"]]}}}
+    settings.SOME_ODD_NAME = {"nested": ["postgres://u:pw@h/db"]}
+    return settings
+
+
+def _leaks(text: str) -> list[str]:
+    return [s for s in [*SECRETS.values(), "hunter2", "s3cret", "u:pw@h"] if s in text]
+
+
+def test_error_reports_mask_every_url_and_secret_setting(secret_settings):
+    safe = get_default_exception_reporter_filter().get_safe_settings()
+
+    assert _leaks(repr(safe)) == []
+    for name in [*SECRETS, "CELERY_BROKER_URL"]:
+        assert safe[name] == "********************"
+    assert safe["CACHES"]["default"]["BACKEND"] == "x"  # what is no secret stays readable
+
+
+def test_the_debug_page_a_developer_opts_into_shows_no_secret(secret_settings):
+    request = RequestFactory().get("/api/tools")
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        html = ExceptionReporter(request, *sys.exc_info()).get_traceback_html()
+
+    assert "boom" in html
+    assert _leaks(html) == []
+
+
+# --- websocket origins ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("origin", "allowed"),
+    [
+        ("http://127.0.0.1:8000", True),
+        ("http://localhost:8000", True),
+        ("HTTP://LOCALHOST:8000", True),
+        ("http://127.0.0.1:8001", False),
+        ("http://127.0.0.1", False),
+        ("http://localhost:9999", False),
+        ("https://127.0.0.1:8000", False),
+        ("http://127.0.0.1:8000.evil.example", False),
+        ("http://127.0.0.1:8000/path", False),
+        ("http://evil.example:8000", False),
+        ("null", False),
+        ("", False),
+        ("http://127.0.0.1:99999", False),
+    ],
+)
+def test_websocket_origins_match_scheme_host_and_port_exactly(origin, allowed):
+    allowed_origins = ["http://127.0.0.1:8000", "http://localhost:8000"]
+    assert origin_allowed(origin, allowed_origins) is allowed
+
+
+def test_default_ports_are_explicit():
+    assert origin_allowed("https://rooms.example", ["https://rooms.example:443"])
+    assert not origin_allowed("https://rooms.example", ["http://rooms.example"])
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("origin", "connects"),
+    [
+        (b"http://127.0.0.1:8000", True),
+        (b"http://127.0.0.1:8001", False),
+        (b"http://localhost:1234", False),
+        (b"https://127.0.0.1:8000", False),
+        (None, False),
+    ],
+)
+def test_the_inbox_websocket_accepts_only_its_own_origin(origin, connects, approver, settings):
+    from config.asgi import application
+
+    settings.WEBSOCKET_ALLOWED_ORIGINS = ["http://127.0.0.1:8000"]
+    client = Client()
+    client.force_login(approver)
+    headers = [(b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode())]
+    if origin is not None:
+        headers.append((b"origin", origin))
+
+    async def scenario():
+        comm = WebsocketCommunicator(application, "/ws/approvals/", headers=headers)
+        connected, _ = await comm.connect(timeout=5)
+        await comm.disconnect()
+        return connected
+
+    assert asyncio.run(scenario()) is connects
+
+
+# --- headers and static paths through the ASGI app ----------------------------------------------
+
+
+async def _asgi_get(path: str, headers: list[tuple[bytes, bytes]], application) -> int:
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1"), *headers],
+        "http_version": "1.1",
+        "scheme": "http",
+        "server": ("127.0.0.1", 8000),
+        "client": ("127.0.0.1", 5000),
+    }
+    comm = ApplicationCommunicator(application, scope)
+    await comm.send_input({"type": "http.request", "body": b""})
+    start = await comm.receive_output(5)
+    return start["status"]
+
+
+@pytest.fixture
+def served_app(settings):
+    """The application as `make run` builds it (serving static files)."""
+    import importlib
+
+    import config.asgi
+
+    settings.SERVE_STATIC = True
+    yield importlib.reload(config.asgi).application
+    settings.SERVE_STATIC = False
+    importlib.reload(config.asgi)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ([(f"x-h{i}".encode(), b"v") for i in range(1000)], 431),
+        ([(b"x-big", b"a" * 40_000)], 431),
+        ([(b"x-small", b"a" * 100)], 200),
+    ],
+)
+def test_too_many_or_too_large_headers_are_431(headers, status, served_app):
+    assert asyncio.run(_asgi_get("/login/", headers, served_app)) == status
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/static/../config/settings.py",
+        "/static/../../etc/passwd",
+        "/static/css/../../../manage.py",
+        "/static/css/\x00.css",
+        "/static/%2e%2e/config/settings.py",
+    ],
+)
+def test_static_paths_that_climb_out_are_404(path, served_app):
+    assert asyncio.run(_asgi_get(path, [], served_app)) == 404
+
+
+# --- the real server `make run` starts ------------------------------------------------------------
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    raise AssertionError(f"uvicorn did not listen on {port} within {timeout}s")
+
+
+def _raw_request(port: int, request: bytes) -> bytes:
+    """The status line, or b'' when the server closed the connection instead."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        try:
+            s.sendall(request)
+            return s.recv(4096).split(b"\r\n", 1)[0]
+        except (ConnectionResetError, BrokenPipeError):
+            return b""
+
+
+@pytest.fixture
+def make_run_server(db, tmp_path):
+    """uvicorn started with the options of `make run` (config.run.web_argv)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = os.environ | {
+        "DATABASE_URL": settings.DATABASE_URL,
+        "REDIS_URL": settings.REDIS_URL,
+        "SERVE_STATIC": "true",
+    }
+    log = (tmp_path / "uvicorn.log").open("w")
+    proc = subprocess.Popen(
+        run.web_argv("127.0.0.1", port), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    try:
+        _wait_for_port(port, proc)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_the_make_run_server_refuses_huge_and_numerous_headers(make_run_server):
+    port = make_run_server
+    head = b"GET /static/css/app.css HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+
+    assert _raw_request(port, head + b"\r\n") == b"HTTP/1.1 200 OK"
+    huge = _raw_request(port, head + b"X-Big: " + b"a" * 4_000_000 + b"\r\n\r\n")
+    assert not huge.startswith(b"HTTP/1.1 2")
+    assert huge.split(b" ")[1:2] in ([], [b"400"], [b"431"])
+    many = b"".join(b"X-H%d: v\r\n" % i for i in range(1000))
+    assert _raw_request(port, head + many + b"\r\n").startswith(b"HTTP/1.1 431")
+    escaped = b"GET /static/%2e%2e/config/settings.py HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    assert _raw_request(port, escaped).startswith(b"HTTP/1.1 404")
+
+
+# --- the supervisor of `make run` -------------------------------------------------------------------
+
+SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
+
+
+def _wait_exit(proc: subprocess.Popen, timeout: float = 10) -> None:
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired as exc:
+        raise AssertionError(f"process {proc.pid} did not exit within {timeout}s") from exc
+
+
+def test_a_worker_that_dies_is_started_again_and_the_web_server_stays_up():
+    worker, web = run.Child("Celery worker", SLEEPER), run.Child("web server", SLEEPER)
+    lines: list[str] = []
+    supervisor = run.Supervisor([worker, web], env=dict(os.environ), log=lines.append)
+    supervisor.start()
+    try:
+        first_worker, web_process = worker.process, web.process
+        first_worker.send_signal(signal.SIGKILL)
+        _wait_exit(first_worker)
+
+        assert supervisor.check() is True
+        assert worker.process is not first_worker
+        assert worker.process.poll() is None
+        assert web.process is web_process and web_process.poll() is None
+        assert supervisor.alive()
+        assert lines == [f"The Celery worker exited ({-signal.SIGKILL}); starting it again."]
+    finally:
+        supervisor.stop()
+    assert worker.process.poll() is not None and web.process.poll() is not None
+
+
+def test_a_child_that_keeps_dying_stops_the_launcher_instead_of_looping():
+    now = [0.0]
+    crashing = run.Child("Celery worker", [sys.executable, "-c", "raise SystemExit(3)"])
+    supervisor = run.Supervisor(
+        [crashing], env=dict(os.environ), clock=lambda: now[0], log=lambda _: None
+    )
+    supervisor.start()
+    verdicts = []
+    for _ in range(run.MAX_RESTARTS + 1):
+        _wait_exit(crashing.process)
+        verdicts.append(supervisor.check())
+        now[0] += 1.0
+    assert verdicts == [True] * run.MAX_RESTARTS + [False]
+
+    # Restarts spread out over more than the window are forgiven.
+    now[0] += run.RESTART_WINDOW_S
+    assert supervisor.check() is True
+    supervisor.stop()
