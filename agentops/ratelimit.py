@@ -20,6 +20,12 @@ class LimiterUnavailableError(Exception):
     retry_after_ms = 1000
 
 
+# A Redis restart or failover takes a second or two: the count is asked again after these pauses
+# before the call is refused (a retried INCR whose first answer was lost counts twice, which
+# errs on the safe side). Only an outage ever waits.
+UNAVAILABLE_RETRY_DELAYS_S = (0.2, 0.4, 0.8, 1.6)
+
+
 class RateLimiter:
     def __init__(self, *, bucket: str, setting: str, clock: Callable[[], float] = time.time):
         self.bucket, self.setting, self.clock = bucket, setting, clock
@@ -30,17 +36,22 @@ class RateLimiter:
 
     def hit(self, subject_id: int) -> int | None:
         """Count one use. None if within the limit, else milliseconds until the window ends.
-        Raises LimiterUnavailableError when Redis does not answer."""
+        Raises LimiterUnavailableError when Redis does not answer, asked again after each pause
+        of UNAVAILABLE_RETRY_DELAYS_S."""
         now = self.clock()
         window = int(now // RATE_WINDOW_S)
         key = f"agentops:rate:{self.bucket}:{subject_id}:{window}"
-        pipe = get_redis().pipeline(transaction=False)
-        pipe.incr(key)
-        pipe.expire(key, 2 * RATE_WINDOW_S)
-        try:
-            count, _ = pipe.execute()
-        except RedisError as exc:
-            raise LimiterUnavailableError from exc
+        for pause in (*UNAVAILABLE_RETRY_DELAYS_S, None):
+            pipe = get_redis().pipeline(transaction=False)
+            pipe.incr(key)
+            pipe.expire(key, 2 * RATE_WINDOW_S)
+            try:
+                count, _ = pipe.execute()
+                break
+            except RedisError as exc:
+                if pause is None:
+                    raise LimiterUnavailableError from exc
+                time.sleep(pause)
         if count <= self.limit:
             return None
         return max(1, int((RATE_WINDOW_S - now % RATE_WINDOW_S) * 1000))

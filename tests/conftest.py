@@ -111,3 +111,9 @@ def _drop_stray_connections(django_db_setup, django_db_blocker):
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The chaos tests run last: they restart this run's Redis and end database sessions, and
+    the session-wide worker other tests share should not have to live through that."""
+    items.sort(key=lambda item: item.get_closest_marker("chaos") is not None)

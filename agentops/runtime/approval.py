@@ -76,6 +76,7 @@ def request_open(run: AgentRun, action: Action, spec: ToolSpec, args: BaseModel)
         intent={
             "tool": action.tool,
             "params": action.params,
+            "labels": _field_titles(spec),
             "subject": getattr(subject, "employee_id", "") or subject.get_username(),
             "department": getattr(subject, "department", ""),
             "risk_reasons": action.risk_reasons,
@@ -90,6 +91,13 @@ def request_open(run: AgentRun, action: Action, spec: ToolSpec, args: BaseModel)
         action=action,
         payload={"request": str(request.pk), "deadline": deadline.isoformat()},
     )
+
+
+def _field_titles(spec: ToolSpec) -> list[list[str]]:
+    """[name, title] of each argument of the tool's input schema, in the schema's order (the inbox
+    shows them, translated, in that order; a list because jsonb does not keep a dict's order)."""
+    properties = spec.input_model.model_json_schema().get("properties", {})
+    return [[name, str(prop.get("title") or name)] for name, prop in properties.items()]
 
 
 def verify_before_execution(

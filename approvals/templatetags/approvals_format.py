@@ -7,6 +7,7 @@ from typing import Any
 
 from django import template
 from django.utils import formats, timezone
+from django.utils.translation import gettext
 
 from accounts.models import Department
 
@@ -32,3 +33,17 @@ def intent_value(value: Any) -> str:
     if isinstance(value, list):
         return ", ".join(str(v) for v in value)
     return "" if value is None else str(value)
+
+
+@register.filter
+def intent_fields(intent: dict[str, Any]) -> list[tuple[str, Any]]:
+    """An intent's arguments as (label, value): in the order and with the titles its snapshot
+    carries (translated when the catalogue knows them), then any argument without a title."""
+    params = intent.get("params") or {}
+    labels = {
+        str(pair[0]): str(pair[1])
+        for pair in intent.get("labels") or []
+        if isinstance(pair, list | tuple) and len(pair) == 2
+    }
+    ordered = [name for name in labels if name in params] + [n for n in params if n not in labels]
+    return [(gettext(labels[name]) if name in labels else name, params[name]) for name in ordered]

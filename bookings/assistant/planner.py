@@ -48,6 +48,13 @@ class RulesPlanner:
         if last.tool == "reserve_room":
             if last.result.get("reason") == "conflict":
                 return Step([Proposal("find_available_rooms", search)])  # the snapshot is stale
+            # Refused for a moment (e.g. the rate limiter did not answer; never a write whose
+            # outcome is unknown: the runtime reconciles those): look again, a bounded number of
+            # times. Refused for the rest of the minute: retrying now cannot help.
+            failed = sum(1 for o in reserves if not o.result.get("ok"))
+            transient = last.result.get("signal") == "yellow"
+            if transient and last.result.get("reason") != "rate_limited" and failed < 3:
+                return Step([Proposal("find_available_rooms", search)])
             return self._refused(ctx, parsed, last.result, replies.booking_refused)
         if last.tool != "find_available_rooms":
             return Step(outcome=StepOutcome.GAVE_UP)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
+from django.utils.translation import gettext_noop
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from bookings.rules import MAX_ATTENDEES
@@ -86,19 +87,27 @@ class FindAvailableRoomsOutput(Strict):
     )
 
 
+# The write tools' field titles are English msgids: an approver reads them in their language
+# (the approval request's snapshot carries them; the inbox translates them).
 class ReserveRoomInput(Strict):
-    room_id: RoomCode
-    start_at: AwareDatetime
-    end_at: AwareDatetime
+    room_id: Annotated[RoomCode, Field(title=gettext_noop("Room"))]
+    start_at: AwareDatetime = Field(title=gettext_noop("Start"))
+    end_at: AwareDatetime = Field(title=gettext_noop("End"))
     attendees: int | None = Field(
         default=None,
         ge=1,
         le=MAX_ATTENDEES,
+        title=gettext_noop("Attendees"),
         description="Defaults to the number of people requested",
     )
-    equipment: list[Equipment] = Field(default_factory=list, max_length=5)
+    equipment: list[Equipment] = Field(
+        default_factory=list, max_length=5, title=gettext_noop("Equipment")
+    )
     expected_version: int = Field(
-        ge=0, le=2**31 - 1, description="The room's version from find_available_rooms"
+        ge=0,
+        le=2**31 - 1,
+        title=gettext_noop("Schedule version seen"),
+        description="The room's version from find_available_rooms",
     )
 
 
@@ -118,7 +127,7 @@ class ReserveRoomOutput(BookingOut):
 
 
 class BookingRef(Strict):
-    booking_id: BookingCode
+    booking_id: Annotated[BookingCode, Field(title=gettext_noop("Booking"))]
 
 
 class ListMyBookingsInput(Strict):

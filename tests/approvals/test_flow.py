@@ -64,6 +64,11 @@ def test_the_request_shows_the_exact_intent_and_binding(worker, e17):
     assert request.status == "pending"
     assert request.intent["tool"] == "reserve_room"
     assert request.intent["params"]["room_id"] == "R16"
+    assert request.intent["labels"][:3] == [
+        ["room_id", "Room"],
+        ["start_at", "Start"],
+        ["end_at", "End"],
+    ]
     assert request.intent["subject"] == "E17"
     assert "R16 is a premium room that needs approval" in request.intent["risk_reasons"]
     assert request.binding["action"] == str(action.pk)

@@ -121,7 +121,9 @@ def test_a_card_that_lost_its_socket_resumes_after_its_last_event(worker, e17, a
             )
             page.get_by_role("button", name="发送").click()
             page.evaluate("window.stillTheSamePage = true")
-            expect(page.locator("#run-status")).to_have_text("等待审批人")  # came live
+            expect(page.locator("#run-status")).to_have_text(
+                "等待审批人", timeout=20_000
+            )  # came live
             live = int(page.locator("#run-seq").get_attribute("data-last-seq"))
             assert live > 1
 

@@ -20,6 +20,18 @@ pytestmark = [pytest.mark.chaos, pytest.mark.django_db, pytest.mark.usefixtures(
 def redis_down(monkeypatch):
     dead = Redis(port=free_port(), socket_timeout=0.5, socket_connect_timeout=0.5)
     monkeypatch.setattr(ratelimit, "get_redis", lambda: dead)
+    monkeypatch.setattr(ratelimit, "UNAVAILABLE_RETRY_DELAYS_S", (0.01,))
+
+
+def test_an_outage_shorter_than_the_pauses_is_ridden_out(monkeypatch, e17):
+    """The count is asked again after each pause: Redis back on the second try, nothing refused."""
+    from agentops.redis_client import get_redis
+
+    dead = Redis(port=free_port(), socket_timeout=0.5, socket_connect_timeout=0.5)
+    answers = iter([dead, get_redis()])
+    monkeypatch.setattr(ratelimit, "get_redis", lambda: next(answers))
+    monkeypatch.setattr(ratelimit, "UNAVAILABLE_RETRY_DELAYS_S", (0.01, 0.01))
+    assert ratelimit.tool_calls.hit(e17.pk) is None
 
 
 def test_a_tool_call_is_refused_for_now_not_failed(redis_down, e17):
