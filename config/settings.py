@@ -172,9 +172,11 @@ CHANNEL_LAYERS = {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         # A consumer waits for its messages with BZPOPMIN for 5 s; redis-py's default read
         # timeout is also 5 s, so a busy process lost that race and the consumer with it (the
-        # page's socket dropped; bench/trace_latency.py, `connections_lost`).
+        # page's socket dropped; bench/trace_latency.py, `connections_lost`). Not much longer
+        # either: a push that meets a connection Redis dropped in a restart waits this long
+        # before the pool opens a new one (tests/chaos, test_redis_restarted_mid_run).
         "CONFIG": {
-            "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 10}],
             "prefix": "agentops:channels",
             # Messages waiting per socket before a push is dropped (the default, 100, dropped
             # the last events of a burst for a slow page, which then missed the reply).

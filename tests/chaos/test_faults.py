@@ -142,7 +142,7 @@ def test_worker_killed_at_random_points_then_restarted(stack, chaos, bookers):
 # --- Redis restarted ----------------------------------------------------------------------------
 
 
-def channel_layer_delivers_worker_events(user, attempts: int = 3) -> int:
+def channel_layer_delivers_worker_events(user, attempts: int = 5) -> int:
     """After the restart, a subscriber of a new run's group gets the events a worker pushes.
     The stream is lossy by design (a push that meets a broken connection is dropped, and the
     page catches up from the database), so a run whose pushes all got lost is tried again with
