@@ -75,7 +75,11 @@ def start_web(log: Any) -> tuple[subprocess.Popen, int]:
     from config.devservers import free_port, port_open
 
     port = free_port()
-    env = os.environ | {"DATABASE_URL": database_url(), "REDIS_URL": settings.REDIS_URL}
+    env = os.environ | {
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "PORT": str(port),  # the websocket Origin must match scheme, host and port exactly
+    }
     proc = subprocess.Popen(
         [
             sys.executable,
