@@ -82,7 +82,7 @@ def _retry(run: AgentRun, action: Action) -> None:
         action=action,
         payload={"key": action.idempotency_key},
     )
-    enqueue_action(action.pk)
+    enqueue_action(action.pk, run_id=action.run_id)
 
 
 def action_reconcile(action_id: Any) -> None:

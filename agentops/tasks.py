@@ -8,17 +8,17 @@ from celery import shared_task
 
 from agentops import drills, reconcile, sweeper
 from agentops.execution import recorder
-from agentops.runtime import runs
+from agentops.runtime import runs, steps
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def run_step_task(run_id: str, turn: int) -> None:
-    runs.run_step(run_id, turn)
+    steps.run_step(run_id, turn)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
-def execute_action_task(action_id: str) -> None:
-    recorder.action_execute(action_id)
+def execute_action_task(action_id: str, run_id: str | None = None) -> None:
+    recorder.action_execute(action_id, run_id=run_id)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)

@@ -89,9 +89,11 @@ _pusher = _Pusher()
 # One statement per event: number it under the run's row lock and insert it. (Two statements
 # through the ORM cost a round trip more for each of the ~12 events of a run; figure in
 # bench/README.md, "trace events".)
+# The run's own columns that changed with the event (a status move, a counter) go in the same
+# UPDATE: ``run_fields``.
 _APPEND_SQL = """
 WITH numbered AS (
-    UPDATE agentops_agentrun SET event_seq = event_seq + 1 WHERE id = %s RETURNING event_seq
+    UPDATE agentops_agentrun SET event_seq = event_seq + 1{sets} WHERE id = %s RETURNING event_seq
 )
 INSERT INTO agentops_traceevent (run_id, seq, kind, action_id, payload, created_at)
 SELECT %s, numbered.event_seq, %s, %s, %s::jsonb, %s FROM numbered
@@ -99,11 +101,28 @@ RETURNING id, seq
 """
 
 
+def _run_sets(run: AgentRun, names: tuple[str, ...]) -> tuple[str, list[Any]]:
+    """The SET clause and values that save ``names`` of ``run`` (and its updated_at)."""
+    sets, values = "", []
+    for name in (*names, "updated_at"):
+        field = AgentRun._meta.get_field(name)
+        value = field.pre_save(run, add=False) if name == "updated_at" else getattr(run, name)
+        sets += f", {connection.ops.quote_name(field.column)} = %s"
+        values.append(field.get_db_prep_save(value, connection))
+    return sets, values
+
+
 def trace_append(
-    *, run: AgentRun, kind: str, payload: dict[str, Any] | None = None, action: Action | None = None
+    *,
+    run: AgentRun,
+    kind: str,
+    payload: dict[str, Any] | None = None,
+    action: Action | None = None,
+    run_fields: tuple[str, ...] = (),
 ) -> TraceEvent:
-    """Append one event. Locks the run row until the caller's transaction ends (numbering);
-    pushes it to the run's group after commit."""
+    """Append one event, saving ``run_fields`` of ``run`` in the same statement (a change of
+    the run and its event are one write). Locks the run row until the caller's transaction
+    ends (numbering); pushes it to the run's group after commit."""
     event = TraceEvent(
         run=run,
         kind=kind,
@@ -111,10 +130,12 @@ def trace_append(
         payload=payload or {},
         created_at=timezone.now(),
     )
+    sets, values = _run_sets(run, run_fields) if run_fields else ("", [])
     with connection.cursor() as cursor:
         cursor.execute(
-            _APPEND_SQL,
+            _APPEND_SQL.format(sets=sets),
             [
+                *values,
                 run.pk,
                 run.pk,
                 kind,

@@ -172,7 +172,6 @@ def begin_locked(run: AgentRun, action: Action, *, recheck: bool = True) -> Star
         lease_expires_at=now + timedelta(seconds=spec.meta.timeout_s) + LEASE_GRACE,
     )
     run.tool_calls += 1
-    run.save(update_fields=["tool_calls", "updated_at"])
     trace_append(
         run=run,
         kind=EventKind.EXECUTION_STARTED,
@@ -182,6 +181,7 @@ def begin_locked(run: AgentRun, action: Action, *, recheck: bool = True) -> Star
             "attempt": action.attempts,
             "idempotency_key": action.idempotency_key,
         },
+        run_fields=("tool_calls",),
     )
     faults: list[dict[str, Any]] = []
     if run.faults:  # which call of this tool this is, for injected faults only
@@ -190,9 +190,9 @@ def begin_locked(run: AgentRun, action: Action, *, recheck: bool = True) -> Star
     return Started(run, action, spec, args, ctx, faults)
 
 
-def action_begin(action_id: Any) -> Started | None:
+def action_begin(action_id: Any, *, run_id: Any = None) -> Started | None:
     with transaction.atomic():
-        locked = lock_action(action_id)
+        locked = lock_action(action_id, run_id=run_id)
         if locked is None or locked[1].status != ActionStatus.QUEUED:
             return None  # a duplicate delivery, or the sweeper took it over
         return begin_locked(*locked)
@@ -338,7 +338,7 @@ def finish_locked(run: AgentRun, action: Action, called: Called) -> None:
             action=action,
             payload={"attempt": action.attempts + 1, "delay_ms": int(delay * 1000)},
         )
-        enqueue_action(action.pk, countdown=delay)
+        enqueue_action(action.pk, countdown=delay, run_id=run.pk)
     action_settled(run, action)
 
 
@@ -353,14 +353,18 @@ def action_finish(action_id: Any, attempt: int, called: Called, *, run_id: Any =
         finish_locked(run, action, called)
 
 
-def action_execute(action_id: Any) -> None:
-    """Execute one queued action of a run (the Celery task's body)."""
-    started = action_begin(action_id)
-    if started is None:
-        return
+def run_started(started: Started) -> None:
+    """Make the call of a started action and record its outcome (its begin has committed)."""
     action_finish(
         started.action.pk, started.action.attempts, action_call(started), run_id=started.run.pk
     )
+
+
+def action_execute(action_id: Any, *, run_id: Any = None) -> None:
+    """Execute one queued action of a run (the Celery task's body)."""
+    started = action_begin(action_id, run_id=run_id)
+    if started is not None:
+        run_started(started)
 
 
 # --- direct calls -----------------------------------------------------------------------------

@@ -10,12 +10,13 @@ from agentops.contract import Delegation, ModelContext, Observation
 from agentops.models import AgentRun
 
 
-def build_context(run: AgentRun) -> ModelContext:
+def build_context(run: AgentRun, *, roles: frozenset[str] | None = None) -> ModelContext:
+    """``roles``: the subject's roles if the caller has read them for this step already."""
     user = run.subject
     delegation = Delegation.from_json(run.delegation)
     tools = [
         exports.openai_function(s)
-        for s in registry.visible_to(user_roles(user=user))
+        for s in registry.visible_to(user_roles(user=user) if roles is None else roles)
         if s.name in delegation.tools
     ]
     history = [

@@ -11,9 +11,13 @@ from typing import Any
 from agentops.models import Action, AgentRun
 
 
+def _runs_locked():
+    return AgentRun.objects.select_for_update(of=("self",)).select_related("subject")
+
+
 def lock_run(run_id: Any) -> AgentRun:
     """The run row, locked until the caller's transaction ends, with its subject loaded."""
-    return AgentRun.objects.select_for_update(of=("self",)).select_related("subject").get(pk=run_id)
+    return _runs_locked().get(pk=run_id)
 
 
 def lock_action(action_id: Any, *, run_id: Any = None) -> tuple[AgentRun, Action] | None:
@@ -23,7 +27,13 @@ def lock_action(action_id: Any, *, run_id: Any = None) -> tuple[AgentRun, Action
         run_id = Action.objects.filter(pk=action_id).values_list("run_id", flat=True).first()
         if run_id is None:
             return None
-    run = lock_run(run_id)
-    action = Action.objects.select_for_update().get(pk=action_id)
+    run = _runs_locked().filter(pk=run_id).first()
+    action = (
+        Action.objects.select_for_update().filter(pk=action_id, run_id=run_id).first()
+        if run is not None
+        else None
+    )
+    if action is None:  # no such action, or not of that run
+        return None
     action.run = run
     return run, action

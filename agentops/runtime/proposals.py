@@ -60,10 +60,11 @@ def proposal_record(
     writes_so_far: int,
     usage: gate.RunUsage | None = None,
     key: str | None = None,
+    run_fields: tuple[str, ...] = (),
 ) -> tuple[gate.Verdict, Action]:
-    """Gate one proposal and record it as an Action (refused ones too) with a ``gate`` event.
-    The caller holds the run lock. Writes get the host's idempotency key: ``key`` if given,
-    else ``run:turn:index``."""
+    """Gate one proposal and record it as an Action (refused ones too) with a ``gate`` event
+    (which saves ``run_fields`` of the run too). The caller holds the run lock. Writes get the
+    host's idempotency key: ``key`` if given, else ``run:turn:index``."""
     verdict = gate.screen(
         tool, arguments, ctx=ctx, roles=roles, writes_so_far=writes_so_far, usage=usage
     )
@@ -108,6 +109,7 @@ def proposal_record(
             **({"compensation": action.compensation} if action.compensation else {}),
             **({"refusal": action.result} if action.result else {}),
         },
+        run_fields=run_fields,
     )
     if status == ActionStatus.WAITING_APPROVAL:
         approval.request_open(run, action, spec, args)

@@ -11,6 +11,7 @@ message.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from celery import current_app
@@ -46,20 +47,28 @@ def _continue(name: str, args: list[Any]) -> None:
     transaction.on_commit(lambda: _task(name)(*args), robust=True)
 
 
+def continue_here(fn: Callable[..., None], *args: Any) -> None:
+    """Go on with ``fn(*args)`` in this process after the caller's commit (work already
+    recorded as started: a worker that dies before it leaves a running action whose lease the
+    sweeper settles)."""
+    transaction.on_commit(lambda: fn(*args), robust=True)
+
+
 def continue_step(run_id: Any, turn: int) -> None:
     _continue(STEP, [str(run_id), turn])
 
 
-def continue_action(action_id: Any) -> None:
-    _continue(EXECUTE, [str(action_id)])
+def continue_action(action_id: Any, *, run_id: Any = None) -> None:
+    _continue(EXECUTE, [str(action_id), *([str(run_id)] if run_id else [])])
 
 
 def enqueue_step(run_id: Any, turn: int) -> None:
     _send(STEP, [str(run_id), turn])
 
 
-def enqueue_action(action_id: Any, countdown: float = 0) -> None:
-    _send(EXECUTE, [str(action_id)], countdown or None)
+def enqueue_action(action_id: Any, countdown: float = 0, *, run_id: Any = None) -> None:
+    """``run_id``, when the caller knows it, saves the worker a look-up."""
+    _send(EXECUTE, [str(action_id), *([str(run_id)] if run_id else [])], countdown or None)
 
 
 def enqueue_approval_settled(action_id: Any) -> None:

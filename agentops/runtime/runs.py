@@ -1,4 +1,4 @@
-"""The run life cycle: start, step (model -> gate -> actions), advance, settle, cancel.
+"""The run life cycle: start, advance, settle, cancel (a step: runtime.steps).
 
 Each function takes ids, locks what it changes (runtime.locks), changes status only through
 runtime.transitions, and is safe to call twice (Celery delivers at least once).
@@ -16,20 +16,16 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
-from accounts.selectors import user_roles
-from agentops import gate, ratelimit, registry
+from agentops import ratelimit, registry
 from agentops.contract import (
-    CallContext,
     Delegation,
     Reason,
     ReplyKind,
     ScopeError,
-    Step,
     ToolError,
     canonical_json,
 )
 from agentops.models import (
-    OPEN_ACTION_STATUSES,
     ROLLBACK_RUN_STATUSES,
     UNSETTLED_ACTION_STATUSES,
     WRITE_COUNTING_STATUSES,
@@ -41,11 +37,8 @@ from agentops.models import (
     RunOutcome,
     RunStatus,
 )
-from agentops.planners import planner_for
-from agentops.planners.context import build_context
-from agentops.runtime import approval, verifier
+from agentops.runtime import approval
 from agentops.runtime.locks import lock_action, lock_run
-from agentops.runtime.proposals import call_digest, proposal_record
 from agentops.runtime.queue import (
     continue_action,
     continue_step,
@@ -239,116 +232,6 @@ def writes_used(run: AgentRun) -> int:
     ).count()
 
 
-def run_step(run_id: Any, turn: int) -> None:
-    """Plan turn ``turn`` of the run. A duplicate delivery of the same turn does nothing."""
-    with transaction.atomic():
-        run = lock_run(run_id)
-        if (
-            run.status != RunStatus.RUNNING
-            or run.actions.filter(status__in=OPEN_ACTION_STATUSES).exists()
-        ):
-            return
-        resuming = run.turn == turn and not run.actions.filter(turn=turn).exists()
-        if run.turn != turn - 1 and not resuming:
-            return
-        budgets = Budgets.from_json(run.budgets)
-        if turn > budgets.max_turns or timezone.now() >= run.deadline:
-            trace_append(
-                run=run,
-                kind=EventKind.BUDGET_EXHAUSTED,
-                payload={"turn": turn, "budget": "turns/deadline"},
-            )
-            verifier.finish_unverified(run, RunOutcome.BUDGET_EXHAUSTED)
-            return
-        run.turn = turn
-        run.save(update_fields=["turn", "updated_at"])
-    ctx = build_context(run)
-    try:
-        step = planner_for(run).propose(ctx)
-    except Exception as exc:
-        log.exception("planner failed for run %s", run.pk)
-        with transaction.atomic():
-            run = lock_run(run_id)
-            if run.status == RunStatus.RUNNING:
-                trace_append(
-                    run=run,
-                    kind=EventKind.MODEL_ERROR,
-                    payload={"turn": turn, "error": type(exc).__name__},
-                )
-                verifier.finish_unverified(run, RunOutcome.MODEL_UNAVAILABLE)
-        return
-    _apply_step(run_id, turn, step)
-
-
-def _apply_step(run_id: Any, turn: int, step: Step) -> None:
-    with transaction.atomic():
-        run = lock_run(run_id)
-        if (
-            run.status != RunStatus.RUNNING
-            or run.turn != turn
-            or run.actions.filter(turn=turn).exists()
-        ):
-            return
-        trace_append(
-            run=run,
-            kind=EventKind.MODEL_STEP,
-            payload={
-                "turn": turn,
-                "proposals": [{"tool": p.tool, "arguments": p.arguments} for p in step.proposals],
-                "message": step.message[:500],
-                "outcome": step.outcome.value if not step.proposals else "",
-            },
-        )
-        if not step.proposals:
-            verifier.finish_with_verification(run, step)
-            return
-        user = run.subject
-        roles = user_roles(user=user)
-        ctx = CallContext(
-            user=user, run_id=str(run.pk), delegation=Delegation.from_json(run.delegation)
-        )
-        budgets = Budgets.from_json(run.budgets)
-        writes_so_far = writes_used(run)
-        waiting = False
-        for index, proposal in enumerate(step.proposals):
-            run.proposals += 1
-            usage = gate.RunUsage(
-                budgets=budgets,
-                proposals=run.proposals,
-                tool_calls=run.tool_calls,
-                past_deadline=timezone.now() >= run.deadline,
-                same_calls_before=lambda p=proposal: _same_calls_before(run, p),
-            )
-            verdict, action = proposal_record(
-                run=run,
-                ctx=ctx,
-                roles=roles,
-                turn=turn,
-                index=index,
-                tool=proposal.tool,
-                arguments=proposal.arguments,
-                writes_so_far=writes_so_far,
-                usage=usage,
-            )
-            if not action.readonly and action.status in WRITE_COUNTING_STATUSES:
-                writes_so_far += 1
-            waiting = waiting or action.status == ActionStatus.WAITING_APPROVAL
-            if verdict.decision == gate.GateDecision.ABORT:
-                run.save(update_fields=["proposals", "updated_at"])
-                verifier.finish_unverified(run, RunOutcome(verdict.error.reason.value))
-                return
-        run.save(update_fields=["proposals", "updated_at"])
-        if waiting:
-            run_move(run, RunStatus.WAITING_APPROVAL, payload={"turn": turn})
-        else:
-            advance_locked(run, turn)
-
-
-def _same_calls_before(run: AgentRun, proposal: Any) -> int:
-    digest = call_digest(proposal.tool, proposal.arguments)
-    return run.actions.filter(tool=str(proposal.tool)[:64], params_digest=digest).count()
-
-
 # --- moving on --------------------------------------------------------------------------------
 
 
@@ -357,12 +240,13 @@ def advance(run_id: Any, turn: int) -> None:
         advance_locked(lock_run(run_id), turn)
 
 
-def advance_locked(run: AgentRun, turn: int) -> None:
+def advance_locked(run: AgentRun, turn: int, *, turn_actions: list[Action] | None = None) -> None:
     """After a turn's actions change: start the next calls (reads in parallel, writes one at a
-    time), or the next step when all are done. The caller holds the run lock."""
+    time), or the next step when all are done. The caller holds the run lock (and passes the
+    turn's actions when it has just loaded or made them all)."""
     if run.status != RunStatus.RUNNING:
         return
-    actions = list(run.actions.filter(turn=turn))
+    actions = turn_actions if turn_actions is not None else list(run.actions.filter(turn=turn))
     if any(a.status == ActionStatus.RUNNING for a in actions):
         return
     queued = [a for a in actions if a.status == ActionStatus.QUEUED]
@@ -375,10 +259,10 @@ def advance_locked(run: AgentRun, turn: int) -> None:
         action.task_id = "enqueued"
         action.save(update_fields=["task_id"])
     if len(to_start) == 1:  # nothing to run beside it: this worker goes on with it
-        continue_action(to_start[0].pk)
+        continue_action(to_start[0].pk, run_id=run.pk)
     else:
         for action in to_start:
-            enqueue_action(action.pk)
+            enqueue_action(action.pk, run_id=run.pk)
 
 
 def action_settled(run: AgentRun, action: Action) -> None:
@@ -513,7 +397,7 @@ def action_approval_settled(action_id: Any) -> None:
             run_move(run, RunStatus.RUNNING, payload={"turn": action.turn})
             if run.kind == RunKind.DIRECT:  # no model: run the one call, or end with its refusal
                 if action.status == ActionStatus.QUEUED:
-                    continue_action(action.pk)
+                    continue_action(action.pk, run_id=run.pk)
                 else:
                     _finish_direct(run, action)
             else:
@@ -525,7 +409,7 @@ def _mcp_approval_settled(action: Action, status: str, record: Any) -> None:
     expired or withdrawn, it is refused. The session's other calls are not affected."""
     if status == RequestStatus.APPROVED:
         action_move(action, ActionStatus.QUEUED)
-        continue_action(action.pk)
+        continue_action(action.pk, run_id=action.run_id)
     elif status in (RequestStatus.REJECTED, RequestStatus.EXPIRED, RequestStatus.WITHDRAWN):
         code, message = {
             RequestStatus.REJECTED: (

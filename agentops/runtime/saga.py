@@ -145,7 +145,7 @@ def saga_advance(run: AgentRun) -> None:
         if not queued[0].task_id:  # one at a time, in order
             queued[0].task_id = "enqueued"
             queued[0].save(update_fields=["task_id"])
-            continue_action(queued[0].pk)
+            continue_action(queued[0].pk, run_id=queued[0].run_id)
         return
     _finish(run, writes, undos)
 
@@ -218,7 +218,7 @@ def saga_resume(run: AgentRun) -> None:
     if queued and not any(u.status in _IN_FLIGHT for u in undos):
         queued[0].task_id = "enqueued"
         queued[0].save(update_fields=["task_id"])
-        enqueue_action(queued[0].pk)
+        enqueue_action(queued[0].pk, run_id=queued[0].run_id)
     else:
         saga_advance(run)
 

@@ -123,7 +123,7 @@ def run_move(
     if to not in RUN_MOVES[RunStatus(run.status)]:
         raise IllegalMoveError(f"run {run.pk}: {run.status} -> {to}")
     run.status = to
-    fields = ["status", "updated_at"]
+    fields = ["status"]
     if outcome is not None:
         run.outcome = outcome
         fields.append("outcome")
@@ -136,12 +136,13 @@ def run_move(
             raise IllegalMoveError(f"run {run.pk}: terminal move without an outcome")
         run.finished_at = timezone.now()
         fields.append("finished_at")
-    run.save(update_fields=fields)
+    # The run's row and its event in one statement (trace_append's run_fields).
     if terminal:
         event = {"status": to.value, "outcome": run.outcome, "reply": run.reply}
-        trace_append(run=run, kind=EventKind.RUN_FINISHED, payload=event | (payload or {}))
+        kind, event = EventKind.RUN_FINISHED, event | (payload or {})
     else:
-        trace_append(run=run, kind=_RUN_EVENT[to], payload=payload or {})
+        kind, event = _RUN_EVENT[to], payload or {}
+    trace_append(run=run, kind=kind, payload=event, run_fields=tuple(fields))
 
 
 def action_move(action: Action, to: ActionStatus, **fields: Any) -> None:

@@ -33,18 +33,28 @@ def still_checking(run: AgentRun) -> str:
     return registry.assistant().reply(ReplyKind.STILL_CHECKING, language=run.language)
 
 
-def finish_with_verification(run: AgentRun, step: Step) -> None:
-    """The model proposes nothing more. The caller holds the run lock."""
+def finish_with_verification(
+    run: AgentRun, step: Step, *, actions: list[Action] | None = None
+) -> None:
+    """The model proposes nothing more. The caller holds the run lock (and passes the run's
+    actions when it has just read them under it)."""
     assistant = registry.assistant()
-    if run.actions.filter(status__in=UNSETTLED_ACTION_STATUSES).exists():
+    if actions is None:
+        actions = list(run.actions.all())
+    if any(a.status in UNSETTLED_ACTION_STATUSES for a in actions):
         if run.status == RunStatus.RUNNING:
             run_move(run, RunStatus.RECONCILING)
         run.reply = still_checking(run)
         run.save(update_fields=["reply", "updated_at"])
         return
-    writes = run.actions.filter(
-        readonly=False, status=ActionStatus.SUCCEEDED, compensates__isnull=True
-    ).order_by("turn", "call_index")
+    writes = sorted(
+        (
+            a
+            for a in actions
+            if not a.readonly and a.status == ActionStatus.SUCCEEDED and a.compensates_id is None
+        ),
+        key=lambda a: (a.turn, a.call_index),
+    )
     summaries, problems, gone = [], [], []
     for action in writes:
         spec = registry.get(action.tool)

@@ -10,7 +10,7 @@ from django.db import connection
 from agentops.execution import recorder
 from agentops.execution.recorder import call_direct
 from agentops.models import Action, ActionStatus, AgentRun, IdempotencyRecord
-from agentops.runtime import runs
+from agentops.runtime import runs, steps
 from agentops.runtime.runs import run_cancel, run_start
 from bookings.models import Booking, Room
 from bookings.services import booking_cancel, booking_reserve
@@ -223,7 +223,7 @@ def test_nothing_continues_after_a_terminal_state(worker, e17):
     run.refresh_from_db()
     assert run.status == "cancelled"
     turn = run.turn
-    runs.run_step(run.pk, turn + 1)  # a late step message
+    steps.run_step(run.pk, turn + 1)  # a late step message
     runs.advance(run.pk, turn)
     run.refresh_from_db()
     assert run.status == "cancelled" and run.turn == turn

@@ -1,0 +1,188 @@
+"""One step of a run: the model proposes, the gate decides, the calls are recorded and the
+next one starts. A step claims its turn first, so a duplicate delivery of the same turn plans
+nothing; the planner runs outside any lock (a remote model may take seconds).
+
+Costs (bench/README.md, "runtime overhead"): the run is locked and its actions read once per
+step, and every check (proposed already, writes used, loops) is made on that list; a step's
+one call starts in the step's own transaction (its gate ran there), so the worker goes on to
+the call without locking the run again.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from accounts.selectors import user_roles
+from agentops import gate
+from agentops.contract import CallContext, Delegation, Step
+from agentops.execution.recorder import begin_locked, run_started
+from agentops.models import (
+    OPEN_ACTION_STATUSES,
+    WRITE_COUNTING_STATUSES,
+    Action,
+    ActionStatus,
+    AgentRun,
+    EventKind,
+    RunOutcome,
+    RunStatus,
+)
+from agentops.planners import planner_for
+from agentops.planners.context import build_context
+from agentops.runtime import verifier
+from agentops.runtime.locks import lock_run
+from agentops.runtime.proposals import call_digest, proposal_record
+from agentops.runtime.queue import continue_here
+from agentops.runtime.runs import advance_locked
+from agentops.runtime.timing import Budgets
+from agentops.runtime.transitions import run_move
+from agentops.trace import trace_append
+
+log = logging.getLogger(__name__)
+
+
+def _writes_in(actions: list[Action]) -> int:
+    """writes_used over actions already loaded under the run lock."""
+    return sum(
+        1
+        for a in actions
+        if not a.readonly and a.status in WRITE_COUNTING_STATUSES and a.compensates_id is None
+    )
+
+
+def _turn_claim(run_id: Any, turn: int) -> bool:
+    """Take turn ``turn`` for planning, in one statement: the run is running, has no call
+    open, and is at the turn before (or at this turn with nothing proposed yet: a step that
+    died after its claim). A duplicate delivery of the same turn finds nothing to take."""
+    open_calls = Action.objects.filter(run=OuterRef("pk"), status__in=OPEN_ACTION_STATUSES)
+    proposed = Action.objects.filter(run=OuterRef("pk"), turn=turn)
+    return bool(
+        AgentRun.objects.filter(
+            Q(turn=turn - 1) | Q(~Exists(proposed), turn=turn),
+            ~Exists(open_calls),
+            pk=run_id,
+            status=RunStatus.RUNNING,
+        ).update(turn=turn, updated_at=timezone.now())
+    )
+
+
+def run_step(run_id: Any, turn: int) -> None:
+    """Plan turn ``turn`` of the run. A duplicate delivery of the same turn does nothing."""
+    run = AgentRun.objects.select_related("subject").filter(pk=run_id).first()
+    if run is None or run.status != RunStatus.RUNNING or run.turn not in (turn - 1, turn):
+        return
+    budgets = Budgets.from_json(run.budgets)
+    if turn > budgets.max_turns or timezone.now() >= run.deadline:
+        with transaction.atomic():
+            run = lock_run(run_id)
+            if run.status != RunStatus.RUNNING or run.turn not in (turn - 1, turn):
+                return
+            trace_append(
+                run=run,
+                kind=EventKind.BUDGET_EXHAUSTED,
+                payload={"turn": turn, "budget": "turns/deadline"},
+            )
+            verifier.finish_unverified(run, RunOutcome.BUDGET_EXHAUSTED)
+        return
+    if not _turn_claim(run_id, turn):
+        return
+    run.turn = turn
+    roles = user_roles(user=run.subject)  # once per step: the context and the gate
+    ctx = build_context(run, roles=roles)
+    try:
+        step = planner_for(run).propose(ctx)
+    except Exception as exc:
+        log.exception("planner failed for run %s", run.pk)
+        with transaction.atomic():
+            run = lock_run(run_id)
+            if run.status == RunStatus.RUNNING:
+                trace_append(
+                    run=run,
+                    kind=EventKind.MODEL_ERROR,
+                    payload={"turn": turn, "error": type(exc).__name__},
+                )
+                verifier.finish_unverified(run, RunOutcome.MODEL_UNAVAILABLE)
+        return
+    _apply_step(run_id, turn, step, roles)
+
+
+def _apply_step(run_id: Any, turn: int, step: Step, roles: frozenset[str]) -> None:
+    """Gate and record the step's proposals. The run is locked and its actions read once;
+    the checks (proposed already, writes used, loops) are made on that list."""
+    with transaction.atomic():
+        run = lock_run(run_id)
+        actions = list(run.actions.all())
+        if (
+            run.status != RunStatus.RUNNING
+            or run.turn != turn
+            or any(a.turn == turn for a in actions)
+        ):
+            return
+        trace_append(
+            run=run,
+            kind=EventKind.MODEL_STEP,
+            payload={
+                "turn": turn,
+                "proposals": [{"tool": p.tool, "arguments": p.arguments} for p in step.proposals],
+                "message": step.message[:500],
+                "outcome": step.outcome.value if not step.proposals else "",
+            },
+        )
+        if not step.proposals:
+            verifier.finish_with_verification(run, step, actions=actions)
+            return
+        ctx = CallContext(
+            user=run.subject, run_id=str(run.pk), delegation=Delegation.from_json(run.delegation)
+        )
+        budgets = Budgets.from_json(run.budgets)
+        writes_so_far = _writes_in(actions)
+        waiting = False
+        created: list[Action] = []
+        for index, proposal in enumerate(step.proposals):
+            run.proposals += 1
+            usage = gate.RunUsage(
+                budgets=budgets,
+                proposals=run.proposals,
+                tool_calls=run.tool_calls,
+                past_deadline=timezone.now() >= run.deadline,
+                same_calls_before=lambda p=proposal: _same_calls_before(actions, p),
+            )
+            verdict, action = proposal_record(
+                run=run,
+                ctx=ctx,
+                roles=roles,
+                turn=turn,
+                index=index,
+                tool=proposal.tool,
+                arguments=proposal.arguments,
+                writes_so_far=writes_so_far,
+                usage=usage,
+                run_fields=("proposals",),
+            )
+            actions.append(action)
+            created.append(action)
+            if not action.readonly and action.status in WRITE_COUNTING_STATUSES:
+                writes_so_far += 1
+            waiting = waiting or action.status == ActionStatus.WAITING_APPROVAL
+            if verdict.decision == gate.GateDecision.ABORT:
+                verifier.finish_unverified(run, RunOutcome(verdict.error.reason.value))
+                return
+        queued = [a for a in created if a.status == ActionStatus.QUEUED]
+        if waiting:
+            run_move(run, RunStatus.WAITING_APPROVAL, payload={"turn": turn})
+        elif len(queued) == 1:  # the step's one call: gated in this transaction, start it here
+            started = begin_locked(run, queued[0], recheck=False)
+            if started is not None:
+                continue_here(run_started, started)
+        else:
+            advance_locked(run, turn, turn_actions=created)
+
+
+def _same_calls_before(actions: list[Action], proposal: Any) -> int:
+    digest = call_digest(proposal.tool, proposal.arguments)
+    tool = str(proposal.tool)[:64]
+    return sum(1 for a in actions if a.params_digest == digest and a.tool == tool)
