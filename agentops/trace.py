@@ -16,6 +16,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from agentops.models import Action, AgentRun, TraceEvent
+from agentops.rows import set_items
 
 log = logging.getLogger(__name__)
 
@@ -101,17 +102,6 @@ RETURNING id, seq
 """
 
 
-def _run_sets(run: AgentRun, names: tuple[str, ...]) -> tuple[str, list[Any]]:
-    """The SET clause and values that save ``names`` of ``run`` (and its updated_at)."""
-    sets, values = "", []
-    for name in (*names, "updated_at"):
-        field = AgentRun._meta.get_field(name)
-        value = field.pre_save(run, add=False) if name == "updated_at" else getattr(run, name)
-        sets += f", {connection.ops.quote_name(field.column)} = %s"
-        values.append(field.get_db_prep_save(value, connection))
-    return sets, values
-
-
 def trace_append(
     *,
     run: AgentRun,
@@ -130,7 +120,8 @@ def trace_append(
         payload=payload or {},
         created_at=timezone.now(),
     )
-    sets, values = _run_sets(run, run_fields) if run_fields else ("", [])
+    items, values = set_items(run, (*run_fields, "updated_at")) if run_fields else ([], [])
+    sets = "".join(f", {item}" for item in items)
     with connection.cursor() as cursor:
         cursor.execute(
             _APPEND_SQL.format(sets=sets),

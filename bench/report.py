@@ -62,7 +62,13 @@ BENCHMARKS = [
         "runtime_overhead.py",
         (
             ("governed write / design floor", "in_process.governed_vs_floor"),
-            ("governed read / bare read", "in_process_read.overhead_ratio"),
+            ("governed read / the same tool's handler", "in_process_read.overhead_ratio"),
+            ("governed read / room_search alone", "in_process_read.governed_vs_selector"),
+            (
+                "CPU ms per GET /api/runs/<id> / GET /api/tools",
+                "end_to_end.api_reads.run.cpu_ms_per_request|end_to_end.api_reads.tools.cpu_ms_per_request",
+            ),
+            ("16 at once: p95 ms", "end_to_end.at_16.p95_ms"),
             ("run p50 ms, one at a time", "end_to_end.one_at_a_time.p50_ms"),
             ("run p50 / no-op chain p50", "end_to_end.run_p50_vs_noop_chain"),
             ("runs/s, 16 at once", "end_to_end.at_16.runs_per_s"),

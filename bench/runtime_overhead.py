@@ -212,9 +212,14 @@ def in_process(calls: int, batch: int) -> dict:
 
 
 def in_process_read(calls: int) -> dict:
-    """The same comparison for a read: find_available_rooms against bookings.selectors.room_search."""
+    """The same comparison for a read: a governed find_available_rooms against the same tool's
+    handler called directly (what the read is, without the runtime: the baseline of the
+    target) and against bookings.selectors.room_search (the search alone: the handler also
+    reads the caller's own bookings, the named room and the largest room)."""
     from django.contrib.auth import get_user_model
 
+    from agentops import registry
+    from agentops.contract import CallContext, Delegation
     from bookings.selectors import room_search
 
     user = get_user_model().objects.get(username="e17")
@@ -227,23 +232,42 @@ def in_process_read(calls: int) -> dict:
         "attendees": 3,
         "equipment": ["projector"],
     }
-    bare, governed = [], []
-    for _ in range(20):
+    spec = registry.get("find_available_rooms")
+    ctx = CallContext(
+        user=user, run_id="bench", delegation=Delegation(tools=frozenset({spec.name}))
+    )
+
+    def handler() -> None:
+        envelope = spec.handler(ctx, spec.input_model.model_validate(args))
+        if not envelope["ok"]:
+            raise RuntimeError(envelope)
+
+    def selector() -> None:
         room_search(start_at=start, end_at=end, attendees=3, equipment=["projector"])
-        governed_call(user=user, name="find_available_rooms", arguments=args)
+
+    def governed() -> None:
+        envelope = governed_call(user=user, name="find_available_rooms", arguments=args)
+        if not envelope["ok"]:
+            raise RuntimeError(envelope)
+
+    arms = {"handler": handler, "selector": selector, "governed": governed}
+    times: dict[str, list[float]] = {name: [] for name in arms}
+    for fn in arms.values():
+        for _ in range(20):
+            fn()
     for _ in range(calls):
-        t0 = time.perf_counter()
-        room_search(start_at=start, end_at=end, attendees=3, equipment=["projector"])
-        bare.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        governed_call(user=user, name="find_available_rooms", arguments=args)
-        governed.append(time.perf_counter() - t0)
-    bare_ms, gov_ms = statistics.mean(bare) * 1000, statistics.mean(governed) * 1000
+        for name, fn in arms.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    ms = {name: statistics.mean(v) * 1000 for name, v in times.items()}
     return {
         "calls_each": calls,
-        "bare_selector_mean_ms": round(bare_ms, 3),
-        "governed_mean_ms": round(gov_ms, 3),
-        "overhead_ratio": round(gov_ms / bare_ms, 3),
+        "bare_handler_mean_ms": round(ms["handler"], 3),
+        "bare_selector_mean_ms": round(ms["selector"], 3),
+        "governed_mean_ms": round(ms["governed"], 3),
+        "overhead_ratio": round(ms["governed"] / ms["handler"], 3),
+        "governed_vs_selector": round(ms["governed"] / ms["selector"], 3),
     }
 
 

@@ -18,6 +18,7 @@ from agentops.models import (
     RunOutcome,
     RunStatus,
 )
+from agentops.rows import row_save
 from agentops.runtime import approval
 from agentops.trace import trace_append
 
@@ -152,7 +153,7 @@ def action_move(action: Action, to: ActionStatus, **fields: Any) -> None:
     action.status = to
     for name, value in fields.items():
         setattr(action, name, value)
-    action.save(update_fields=["status", *fields])
+    row_save(action, ["status", *fields])
 
 
 def action_create(action: Action, status: ActionStatus) -> Action:

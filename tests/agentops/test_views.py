@@ -12,6 +12,7 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
+from agentops import ratelimit
 from agentops.execution.recorder import call_direct
 from agentops.models import AgentRun, TraceEvent
 from agentops.redis_client import get_redis
@@ -95,8 +96,12 @@ def test_a_bad_form_is_400_and_starts_nothing(e17, data):
     assert not AgentRun.objects.exists()
 
 
-def test_too_many_runs_is_429_worded_in_the_requests_language_and_starts_nothing(e17, settings):
+def test_too_many_runs_is_429_worded_in_the_requests_language_and_starts_nothing(
+    e17, settings, monkeypatch
+):
     settings.AGENT_RUN_RATE_LIMIT_PER_MINUTE = 1
+    # The middle of one window: both posts fall into it, whatever the wall clock says.
+    monkeypatch.setattr(ratelimit.run_starts, "clock", lambda: 1_800_000_030.0)
     client = signed_in(e17)
     client.post(START, {"request": "hello", "key": str(uuid.uuid4())})
     before = AgentRun.objects.count()
