@@ -1,22 +1,110 @@
-"""Saving chosen columns of a row in one prepared statement.
+"""The runtime's hottest rows, read and saved with one prepared statement each.
 
-Hand-written on purpose: the runtime saves a few columns of a run or an action at every step
-and attempt. ``Model.save(update_fields=...)`` spent ~0.6 ms per call on the 2-core machine
-building the UPDATE, more than the round trip; this builds the same statement from the model's
-metadata (the fields' ``pre_save`` and ``get_db_prep_save``, as the ORM does) and PostgreSQL
-plans it once per connection (bench/README.md, "runtime overhead"). No model signals are sent:
-nothing in the product listens to them for these models.
+Hand-written on purpose. Every step and every attempt reads the run (with its subject) and its
+actions, locks them, and saves a few columns. Through the ORM each of those cost 1-2 ms on the
+2-core machine, most of it building the query (``select_for_update`` + ``select_related`` of
+the run 1.8 ms, of an action 2.2 ms, a run's actions 1.2 ms, ``save(update_fields=...)`` 1.1
+ms); the same statements built once from the models' metadata and turned into models the way
+the ORM does (each field's ``from_db_value``, ``Model.from_db``; ``pre_save`` and
+``get_db_prep_save`` when saving) cost the round trip and little more: 0.4-0.7 ms
+(bench/README.md, "runtime overhead"). No model signals are sent: nothing in the product
+listens to them for these models.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cache
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection
 from django.db.models import Model
+from django.db.transaction import TransactionManagementError
+
+from accounts.models import User
+from agentops.models import Action, AgentRun
 
 _UPDATE_SQL = "UPDATE {table} SET {sets} WHERE {pk} = %s"
+_RUN_SQL = (
+    "SELECT {run}, {user} FROM agentops_agentrun r JOIN accounts_user u ON u.id = r.subject_id"
+    " WHERE r.id = %s"
+)
+_ACTION_SQL = "SELECT {action} FROM agentops_action a WHERE a.id = %s AND a.run_id = %s"
+_ACTIONS_SQL = "SELECT {action} FROM agentops_action a WHERE a.run_id = %s"
+_ORDER = " ORDER BY a.turn, a.call_index"
+
+
+@cache
+def _columns(model: type[Model], alias: str) -> str:
+    return ", ".join(
+        f"{alias}.{connection.ops.quote_name(f.column)}" for f in model._meta.concrete_fields
+    )
+
+
+@cache
+def _sql(name: str) -> str:
+    run, user, action = _columns(AgentRun, "r"), _columns(User, "u"), _columns(Action, "a")
+    return {
+        "run": _RUN_SQL.format(run=run, user=user),
+        "run_lock": _RUN_SQL.format(run=run, user=user) + " FOR UPDATE OF r",
+        "action_lock": _ACTION_SQL.format(action=action) + " FOR UPDATE",
+        "actions": _ACTIONS_SQL.format(action=action) + _ORDER,
+        "turn_actions": _ACTIONS_SQL.format(action=action) + " AND a.turn = %s" + _ORDER,
+    }[name]
+
+
+def _model(model: type[Model], values: Iterable[Any]) -> Any:
+    """A model instance from its concrete columns' values, converted as the ORM converts them."""
+    fields = model._meta.concrete_fields
+    converted = [
+        f.from_db_value(v, None, connection) if v is not None and hasattr(f, "from_db_value") else v
+        for f, v in zip(fields, values, strict=True)
+    ]
+    return model.from_db(DEFAULT_DB_ALIAS, None, converted)
+
+
+def _fetch(name: str, params: list[Any]) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cursor:
+        cursor.execute(_sql(name), params)
+        return cursor.fetchall()
+
+
+def _need_transaction() -> None:
+    if not connection.in_atomic_block:  # as select_for_update: a lock outside one is a bug
+        raise TransactionManagementError("a row lock needs a transaction")
+
+
+def run_with_subject(run_id: Any, *, lock: bool = False) -> AgentRun | None:
+    """The run with its subject loaded; ``lock``: locked until the transaction ends."""
+    if lock:
+        _need_transaction()
+    rows = _fetch("run_lock" if lock else "run", [run_id])
+    if not rows:
+        return None
+    split = len(AgentRun._meta.concrete_fields)
+    run = _model(AgentRun, rows[0][:split])
+    run.subject = _model(User, rows[0][split:])
+    return run
+
+
+def action_locked(action_id: Any, run: AgentRun) -> Action | None:
+    """The action of ``run``, locked until the transaction ends; None if it is not the run's."""
+    _need_transaction()
+    rows = _fetch("action_lock", [action_id, run.pk])
+    if not rows:
+        return None
+    action = _model(Action, rows[0])
+    action.run = run
+    return action
+
+
+def run_actions(run: AgentRun, *, turn: int | None = None) -> list[Action]:
+    """The run's actions (or one turn's) in proposal order, each knowing its run."""
+    rows = _fetch("actions", [run.pk]) if turn is None else _fetch("turn_actions", [run.pk, turn])
+    actions = [_model(Action, row) for row in rows]
+    for action in actions:
+        action.run = run
+    return actions
 
 
 def set_items(instance: Model, names: Iterable[str]) -> tuple[list[str], list[Any]]:

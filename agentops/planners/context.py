@@ -8,6 +8,7 @@ from accounts.selectors import user_roles
 from agentops import exports, registry
 from agentops.contract import Delegation, ModelContext, Observation
 from agentops.models import AgentRun
+from agentops.rows import run_actions
 
 
 def build_context(run: AgentRun, *, roles: frozenset[str] | None = None) -> ModelContext:
@@ -21,7 +22,8 @@ def build_context(run: AgentRun, *, roles: frozenset[str] | None = None) -> Mode
     ]
     history = [
         Observation(turn=a.turn, tool=a.tool, arguments=a.params, result=a.result)
-        for a in run.actions.filter(result__isnull=False).order_by("turn", "call_index")
+        for a in run_actions(run)
+        if a.result is not None
     ]
     return ModelContext(
         goal=run.goal,

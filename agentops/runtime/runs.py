@@ -37,6 +37,7 @@ from agentops.models import (
     RunOutcome,
     RunStatus,
 )
+from agentops.rows import run_actions
 from agentops.runtime import approval
 from agentops.runtime.locks import lock_action, lock_run
 from agentops.runtime.queue import (
@@ -246,7 +247,7 @@ def advance_locked(run: AgentRun, turn: int, *, turn_actions: list[Action] | Non
     turn's actions when it has just loaded or made them all)."""
     if run.status != RunStatus.RUNNING:
         return
-    actions = turn_actions if turn_actions is not None else list(run.actions.filter(turn=turn))
+    actions = turn_actions if turn_actions is not None else run_actions(run, turn=turn)
     if any(a.status == ActionStatus.RUNNING for a in actions):
         return
     queued = [a for a in actions if a.status == ActionStatus.QUEUED]

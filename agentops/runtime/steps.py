@@ -25,13 +25,13 @@ from agentops.models import (
     WRITE_COUNTING_STATUSES,
     Action,
     ActionStatus,
-    AgentRun,
     EventKind,
     RunOutcome,
     RunStatus,
 )
 from agentops.planners import planner_for
 from agentops.planners.context import build_context
+from agentops.rows import run_actions, run_with_subject
 from agentops.runtime import verifier
 from agentops.runtime.locks import lock_run
 from agentops.runtime.proposals import call_digest, proposal_record
@@ -86,7 +86,7 @@ def _turn_claim(run_id: Any, turn: int) -> bool:
 
 def run_step(run_id: Any, turn: int) -> None:
     """Plan turn ``turn`` of the run. A duplicate delivery of the same turn does nothing."""
-    run = AgentRun.objects.select_related("subject").filter(pk=run_id).first()
+    run = run_with_subject(run_id)
     if run is None or run.status != RunStatus.RUNNING or run.turn not in (turn - 1, turn):
         return
     budgets = Budgets.from_json(run.budgets)
@@ -129,7 +129,7 @@ def _apply_step(run_id: Any, turn: int, step: Step, roles: frozenset[str]) -> No
     the checks (proposed already, writes used, loops) are made on that list."""
     with transaction.atomic():
         run = lock_run(run_id)
-        actions = list(run.actions.all())
+        actions = run_actions(run)
         if (
             run.status != RunStatus.RUNNING
             or run.turn != turn

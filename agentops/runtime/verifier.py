@@ -16,6 +16,7 @@ from agentops.models import (
     RunOutcome,
     RunStatus,
 )
+from agentops.rows import run_actions
 from agentops.runtime.context import action_context
 from agentops.runtime.saga import run_end
 from agentops.runtime.transitions import run_move
@@ -40,7 +41,7 @@ def finish_with_verification(
     actions when it has just read them under it)."""
     assistant = registry.assistant()
     if actions is None:
-        actions = list(run.actions.all())
+        actions = run_actions(run)
     if any(a.status in UNSETTLED_ACTION_STATUSES for a in actions):
         if run.status == RunStatus.RUNNING:
             run_move(run, RunStatus.RECONCILING)
