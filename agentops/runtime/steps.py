@@ -84,6 +84,18 @@ def _turn_claim(run_id: Any, turn: int) -> bool:
         return cursor.rowcount == 1
 
 
+def _may_take(run: Any, actions: list[Action], turn: int) -> bool:
+    """What _turn_claim checks, on a run locked and read: running, no call open, at the turn
+    before or at this one with nothing proposed."""
+    return (
+        run.status == RunStatus.RUNNING
+        and not any(a.status in OPEN_ACTION_STATUSES for a in actions)
+        and (
+            run.turn == turn - 1 or (run.turn == turn and not any(a.turn == turn for a in actions))
+        )
+    )
+
+
 def run_step(run_id: Any, turn: int) -> None:
     """Plan turn ``turn`` of the run. A duplicate delivery of the same turn does nothing."""
     run = run_with_subject(run_id)
@@ -93,7 +105,7 @@ def run_step(run_id: Any, turn: int) -> None:
     if turn > budgets.max_turns or timezone.now() >= run.deadline:
         with transaction.atomic():
             run = lock_run(run_id)
-            if run.status != RunStatus.RUNNING or run.turn not in (turn - 1, turn):
+            if not _may_take(run, run_actions(run), turn):
                 return
             trace_append(
                 run=run,
