@@ -57,6 +57,7 @@ from agentops.models import (
     RunOutcome,
     RunStatus,
 )
+from agentops.rows import row_create
 from agentops.runtime import approval
 from agentops.runtime.locks import lock_action, lock_run
 from agentops.runtime.proposals import call_digest, proposal_record
@@ -488,7 +489,8 @@ def _direct_run(*, user: Any, name: str, roles: frozenset[str]):
     delegation = Delegation(
         tools=frozenset(s.name for s in registry.visible_to(roles)), max_writes=1
     )
-    run = AgentRun.objects.create(
+    run = row_create(
+        AgentRun,
         subject=user,
         kind=RunKind.DIRECT,
         goal=f"API call {safe_text(name, 64)}",

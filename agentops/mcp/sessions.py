@@ -29,6 +29,7 @@ from agentops.models import (
     RunOutcome,
     RunStatus,
 )
+from agentops.rows import row_create
 from agentops.runtime.locks import lock_run
 from agentops.runtime.runs import POLICY_VERSION
 from agentops.runtime.timing import MCP_SESSION_BUDGETS
@@ -119,7 +120,8 @@ def mcp_session_run(*, user: Any, session_id: str) -> AgentRun:
         )
         try:
             with transaction.atomic():
-                run = AgentRun.objects.create(
+                run = row_create(
+                    AgentRun,
                     subject=user,
                     kind=RunKind.MCP,
                     goal=f"MCP session {session_id[:16]}",

@@ -37,7 +37,7 @@ from agentops.models import (
     RunOutcome,
     RunStatus,
 )
-from agentops.rows import run_actions
+from agentops.rows import row_create, run_actions
 from agentops.runtime import approval
 from agentops.runtime.locks import lock_action, lock_run
 from agentops.runtime.queue import (
@@ -164,7 +164,8 @@ def run_start(
         delegation = _narrowed(delegation, scope)
     try:
         with transaction.atomic():
-            run = AgentRun.objects.create(
+            run = row_create(
+                AgentRun,
                 idempotency_key=idempotency_key or "",
                 request_digest=digest,
                 subject=user,

@@ -18,7 +18,7 @@ from agentops.models import (
     RunOutcome,
     RunStatus,
 )
-from agentops.rows import row_save
+from agentops.rows import row_insert, row_save
 from agentops.runtime import approval
 from agentops.trace import trace_append
 
@@ -161,7 +161,7 @@ def action_create(action: Action, status: ActionStatus) -> Action:
     if status not in ACTION_MOVES[None]:
         raise IllegalMoveError(f"an action cannot be created {status}")
     action.status = status
-    action.save(force_insert=True)
+    row_insert(action)
     return action
 
 
