@@ -67,7 +67,10 @@ def test_e17_in_chinese_watches_the_card_fill_to_the_reply_without_a_reload(
             expect(card.locator("[data-reply]")).to_contain_text(booking.code)
             expect(card.locator("[data-kind=gate]").first).to_contain_text("通过")
             expect(card.locator("#run-status")).to_have_text("完成")
-            expect(page.locator(f"#past-{run.pk}-status")).to_have_text("完成")
+            past = page.locator(f"#past-{run.pk}-status")
+            expect(past.locator("[data-status]")).to_have_text("完成")
+            # The list of past requests shows the reply too, without a reload.
+            expect(past.locator("[data-past-reply]")).to_contain_text(booking.code)
             assert page.evaluate("window.stillTheSamePage") is True
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "assistant-zh-run-finished.png"), full_page=True)
