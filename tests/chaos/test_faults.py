@@ -328,31 +328,41 @@ def test_two_sweepers_at_once(stack, chaos, bookers):
 # --- an approval expiring while its action is queued ----------------------------------------------
 
 
+def r16_run(requester: Any, *, days: int) -> AgentRun:
+    """A run asking for the premium room R16, which needs an approval."""
+    start, end = slot(days=days, hour=10)
+    return run_start(
+        user=requester,
+        request_text=f"book R16 on {start:%Y-%m-%d} {start:%H:%M}-{end:%H:%M} for 3 people",
+    )
+
+
+def pending_request(run: AgentRun, message: str = "the approval request") -> Any:
+    """The run's pending approval request, once it is there."""
+    from approvals.models import ApprovalRequest
+
+    return wait_for(
+        lambda: ApprovalRequest.objects.filter(run_ref=str(run.pk), status="pending").first(),
+        timeout=60,
+        message=message,
+    )
+
+
 def test_approval_expiring_while_its_action_is_queued(stack, chaos, bookers, settings):
     """R16 needs an approval. The approval is given with a short validity and either expires
     while the approved action waits in the queue (no worker runs), or races the worker at a
     random validity. Either the write runs on a valid approval, or the action freezes and the
     run waits for a fresh approval (a human with a reason); a fresh approval then books it,
     once."""
-    from approvals.models import ApprovalRecord, ApprovalRequest
+    from approvals.models import ApprovalRecord
     from approvals.services import approval_decide, approval_refresh
 
     requester, approver = bookers[0], bookers[1]
     stack.worker("w", beat=True)
     stack.wait_ready("w")
     for n in range(chaos.trials):
-        start, end = slot(days=20 + n, hour=10)
-        run = run_start(
-            user=requester,
-            request_text=f"book R16 on {start:%Y-%m-%d} {start:%H:%M}-{end:%H:%M} for 3 people",
-        )
-        request = wait_for(
-            lambda r=run: ApprovalRequest.objects.filter(
-                run_ref=str(r.pk), status="pending"
-            ).first(),
-            timeout=60,
-            message="the approval request",
-        )
+        run = r16_run(requester, days=20 + n)
+        request = pending_request(run)
         queued = n % 2 == 0
         if queued:  # the approved action waits in the queue until its approval has expired
             stack.stop("w")
@@ -383,13 +393,7 @@ def test_approval_expiring_while_its_action_is_queued(stack, chaos, bookers, set
             assert not Booking.objects.filter(run_id=str(run.pk)).exists()
             settings.APPROVAL_VALID_MINUTES = 10
             assert approval_refresh(request_id=request.pk, approver=approver).ok
-            fresh = wait_for(
-                lambda r=run: ApprovalRequest.objects.filter(
-                    run_ref=str(r.pk), status="pending"
-                ).first(),
-                timeout=60,
-                message="a fresh approval request",
-            )
+            fresh = pending_request(run, message="a fresh approval request")
             assert approval_decide(
                 request_id=fresh.pk, approver=approver, approve=True, reason="fresh"
             ).ok
@@ -412,25 +416,14 @@ def test_a_decision_whose_message_was_lost_still_resumes_the_run(stack, chaos, b
     from django.conf import settings
 
     from agentops.redis_client import get_redis
-    from approvals.models import ApprovalRequest
     from approvals.services import approval_decide
 
     requester, approver = bookers[0], bookers[1]
     stack.worker("w", beat=True)
     stack.wait_ready("w")
     for n in range(chaos.trials):
-        start, end = slot(days=50 + n, hour=10)
-        run = run_start(
-            user=requester,
-            request_text=f"book R16 on {start:%Y-%m-%d} {start:%H:%M}-{end:%H:%M} for 3 people",
-        )
-        request = wait_for(
-            lambda r=run: ApprovalRequest.objects.filter(
-                run_ref=str(r.pk), status="pending"
-            ).first(),
-            timeout=60,
-            message="the approval request",
-        )
+        run = r16_run(requester, days=50 + n)
+        request = pending_request(run)
         stack.stop("w")
         approve = chaos.rng.random() < 0.5
         assert approval_decide(
