@@ -223,15 +223,18 @@ def run_cancel(*, run_id: Any, user: Any) -> AgentRun:
     return run
 
 
-# --- one step: model -> gate -> actions -------------------------------------------------------
+# --- the write allowance ----------------------------------------------------------------------
 
 
-def writes_used(run: AgentRun) -> int:
+def writes_used(run: AgentRun, actions: list[Action] | None = None) -> int:
     """Writes that used the run's allowance. A refused or failed write wrote nothing; a
-    compensation is the host's undo, not a write of the request."""
-    return run.actions.filter(
-        readonly=False, status__in=WRITE_COUNTING_STATUSES, compensates__isnull=True
-    ).count()
+    compensation is the host's undo, not a write of the request. ``actions``: the run's
+    actions if the caller has read them already (under the run lock)."""
+    return sum(
+        1
+        for a in (run_actions(run) if actions is None else actions)
+        if not a.readonly and a.status in WRITE_COUNTING_STATUSES and a.compensates_id is None
+    )
 
 
 # --- moving on --------------------------------------------------------------------------------

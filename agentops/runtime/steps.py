@@ -36,21 +36,12 @@ from agentops.runtime import verifier
 from agentops.runtime.locks import lock_run
 from agentops.runtime.proposals import call_digest, proposal_record
 from agentops.runtime.queue import continue_here
-from agentops.runtime.runs import advance_locked
+from agentops.runtime.runs import advance_locked, writes_used
 from agentops.runtime.timing import Budgets
 from agentops.runtime.transitions import run_move
 from agentops.trace import trace_append
 
 log = logging.getLogger(__name__)
-
-
-def _writes_in(actions: list[Action]) -> int:
-    """writes_used over actions already loaded under the run lock."""
-    return sum(
-        1
-        for a in actions
-        if not a.readonly and a.status in WRITE_COUNTING_STATUSES and a.compensates_id is None
-    )
 
 
 # Hand-written on purpose: the same claim through the ORM (a filtered update with two Exists
@@ -165,7 +156,7 @@ def _apply_step(run_id: Any, turn: int, step: Step, roles: frozenset[str]) -> No
             user=run.subject, run_id=str(run.pk), delegation=Delegation.from_json(run.delegation)
         )
         budgets = Budgets.from_json(run.budgets)
-        writes_so_far = _writes_in(actions)
+        writes_so_far = writes_used(run, actions)
         waiting = False
         created: list[Action] = []
         for index, proposal in enumerate(step.proposals):
