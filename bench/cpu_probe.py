@@ -131,6 +131,7 @@ class Stack:
         from django.db import connection
 
         from config.devservers import port_open
+        from config.run import web_argv
 
         self.port = self.port or _free_port()
         env = (
@@ -167,20 +168,7 @@ class Stack:
             ],
             **common,
         )
-        self.procs["web"] = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "uvicorn",
-                "config.asgi:application",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--no-access-log",
-            ],
-            **common,
-        )
+        self.procs["web"] = subprocess.Popen(web_argv("127.0.0.1", self.port), **common)
         deadline = time.monotonic() + 60
         while not port_open(self.port):
             if time.monotonic() > deadline or any(

@@ -73,6 +73,7 @@ def start_web(log: Any) -> tuple[subprocess.Popen, int]:
     from django.conf import settings
 
     from config.devservers import free_port, port_open
+    from config.run import web_argv
 
     port = free_port()
     env = os.environ | {
@@ -81,17 +82,7 @@ def start_web(log: Any) -> tuple[subprocess.Popen, int]:
         "PORT": str(port),  # the websocket Origin must match scheme, host and port exactly
     }
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "config.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--no-access-log",
-        ],
+        web_argv("127.0.0.1", port),  # as `make run` starts it
         cwd=ROOT,
         env=env,
         stdout=log,

@@ -3,32 +3,13 @@ from __future__ import annotations
 import os
 
 import django
-from asgiref.sync import sync_to_async
-from django.core.handlers.asgi import ASGIHandler
-from django.core.handlers.base import BaseHandler
+
+from config.handler import OneTripASGIHandler
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-
-class SyncChainASGIHandler(ASGIHandler):
-    """Django's ASGI handler with the middleware chain built in sync mode.
-
-    Every view and middleware of this project is synchronous. Django's own ASGI handler runs
-    each sync middleware method through `sync_to_async` (about 15 trips to the request's worker
-    thread per request, ~1 ms of CPU under uvicorn); here the chain and the view take one trip.
-    An async view would still work (Django adapts it with `async_to_sync`), only slower.
-    """
-
-    def __init__(self) -> None:
-        BaseHandler.__init__(self)
-        self.load_middleware(is_async=False)
-
-    async def get_response_async(self, request):
-        return await sync_to_async(self.get_response, thread_sensitive=True)(request)
-
-
 django.setup(set_prefix=False)
-django_asgi = SyncChainASGIHandler()
+django_asgi = OneTripASGIHandler()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app registry)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

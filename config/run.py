@@ -22,9 +22,6 @@ PY = sys.executable
 # A child that dies this often within the window is not restarted again: the launcher stops.
 MAX_RESTARTS = 5
 RESTART_WINDOW_S = 60.0
-# uvicorn: h11 refuses a request whose headers exceed this many bytes (httptools has no such
-# limit: a 4 MB header was accepted); config.security.HeaderLimits caps their number too.
-MAX_HEADER_BYTES = 32768
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -173,8 +170,8 @@ def worker_argv(schedule: str) -> list[str]:
 def web_argv(host: str, port: int) -> list[str]:
     return [
         *(PY, "-m", "uvicorn", "config.asgi:application", "--host", host, "--port", str(port)),
-        *("--no-access-log", "--http", "h11"),
-        *("--h11-max-incomplete-event-size", str(MAX_HEADER_BYTES)),
+        # httptools with a bound on a request's head (config.webserver).
+        *("--no-access-log", "--http", "config.webserver:BoundedHttpToolsProtocol"),
     ]
 
 

@@ -132,6 +132,10 @@ TEMPLATES = [
 # it again on the next query. DB_POOL_MAX_SIZE=0 turns the pool off; CONN_MAX_AGE then applies
 # (Django refuses a pool with persistent connections).
 DB_POOL_MAX_SIZE = int(os.environ.get("DB_POOL_MAX_SIZE", "40"))
+# The web server's request threads (config.handler): fewer than the pool's sessions, so its own
+# requests never wait for one (a request holds at most one session, from its first query to its
+# end).
+WEB_THREADS = int(os.environ.get("WEB_THREADS", "32"))
 DATABASES = {
     "default": dj_database_url.parse(
         DATABASE_URL,

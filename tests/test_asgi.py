@@ -67,3 +67,98 @@ def test_asgi_app_serves_the_login_page():
     status, body = asyncio.run(get("/login/"))
     assert status == 200
     assert b"<form" in body
+
+
+# --- config.handler: a request's synchronous work in one trip to a long-lived thread ---------
+
+EVENTS: list[tuple[str, int, bool]] = []  # (what, thread id, holds a database session)
+
+
+def _note(what: str) -> None:
+    import threading
+
+    from django.db import connection
+
+    EVENTS.append((what, threading.get_ident(), connection.connection is not None))
+
+
+def _on_started(**kwargs) -> None:
+    _note("started")
+
+
+def _on_finished(**kwargs) -> None:
+    _note("finished")  # connected after close_old_connections: runs after it
+
+
+def thread_view(request):
+    from django.db import connection
+    from django.http import HttpResponse
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+    _note("view")
+    return HttpResponse("ok")
+
+
+def stream_view(request):
+    from django.db import connection
+    from django.http import StreamingHttpResponse
+
+    def parts():
+        for n in range(3):
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT %s", [n])
+                (value,) = cursor.fetchone()
+            _note("part")
+            yield f"part{value};"
+
+    return StreamingHttpResponse(parts(), content_type="text/plain")
+
+
+urlpatterns = []  # filled below: this module is the URLconf of the handler tests
+
+
+def _urls():
+    from django.urls import path
+
+    return [path("thread/", thread_view), path("stream/", stream_view)]
+
+
+@pytest.fixture
+def handler_urls(settings):
+    from django.core import signals
+
+    urlpatterns[:] = _urls()
+    settings.ROOT_URLCONF = __name__
+    EVENTS.clear()
+    signals.request_started.connect(_on_started)
+    signals.request_finished.connect(_on_finished)
+    yield
+    signals.request_started.disconnect(_on_started)
+    signals.request_finished.disconnect(_on_finished)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_request_runs_its_receivers_view_and_close_on_one_reused_thread(handler_urls):
+    import threading
+
+    for _ in range(2):
+        status, body = asyncio.run(get("/thread/"))
+        assert (status, body) == (200, b"ok")
+    assert [what for what, _, _ in EVENTS] == ["started", "view", "finished"] * 2
+    first, second = {t for _, t, _ in EVENTS[:3]}, {t for _, t, _ in EVENTS[3:]}
+    assert len(first) == 1 and len(second) == 1  # one thread per request, never the loop's
+    assert threading.get_ident() not in first | second
+    names = {t.name for t in threading.enumerate() if t.ident in first | second}
+    assert names and all(name.startswith("web-request") for name in names)  # kept, not joined
+    # The view held a database session; by request_finished it was back in the pool.
+    assert [held for what, _, held in EVENTS if what != "started"] == [True, False] * 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_streamed_response_is_read_on_the_request_thread_then_closed(handler_urls):
+    status, body = asyncio.run(get("/stream/"))
+    assert (status, body) == (200, b"part0;part1;part2;")
+    assert [what for what, _, _ in EVENTS] == ["started", "part", "part", "part", "finished"]
+    assert len({t for _, t, _ in EVENTS}) == 1
+    assert EVENTS[-1][2] is False  # the session the parts used went back to the pool

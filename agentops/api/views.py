@@ -194,7 +194,7 @@ def runs_create(request):
 @require_GET
 @api_auth
 def runs_detail(request, run_id):
-    run = selectors.run_get_for_user(run_id=run_id, user=request.user)
+    run = selectors.run_detail_for_user(run_id=run_id, user=request.user)
     if run is None:
         raise Http404
     return JsonResponse(run_as_json(run))

@@ -19,6 +19,7 @@ from agentops import exports, registry
 from agentops.execution.recorder import call_direct
 from agentops.models import AgentRun, IdempotencyRecord, TraceEvent
 from agentops.redis_client import get_redis
+from agentops.trace import event_json
 from bookings.models import Booking, Room
 from tests.agentops.conftest import wait_until
 from tests.conftest import slot
@@ -681,6 +682,13 @@ def test_reading_own_run_shows_status_reply_ordered_events_and_bookings(e17):
     ]
     assert body["receipts"] == [{"tool": "reserve_room", "receipt": envelope["data"]}]
     assert body["receipts"][0]["receipt"]["booking_id"] == Booking.objects.get().code
+    # Each event reads as the trace row says (the read is one hand-written statement).
+    assert body["events"] == [event_json(e) for e in run.events.order_by("seq")]
+    assert (body["created_at"], body["finished_at"], body["delegation"]) == (
+        run.created_at.isoformat(),
+        run.finished_at.isoformat(),
+        run.delegation,
+    )
 
 
 def test_a_booking_request_runs_to_a_verified_booking(worker, e17):

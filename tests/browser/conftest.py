@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +15,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 from django.db import connection, connections
+
+from config.run import web_argv
 
 CHROMIUM = Path("/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,7 +91,7 @@ def uvicorn_start(port: int, log: Path) -> subprocess.Popen:
         "PORT": str(port),  # the websocket Origin it accepts: http://127.0.0.1:<port>
     }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "config.asgi:application", "--port", str(port)],
+        web_argv("127.0.0.1", port),  # as `make run` starts it
         cwd=ROOT,
         env=env,
         stdout=log.open("a"),

@@ -23,6 +23,8 @@ from django.db import connection
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
+from config.run import web_argv
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -117,18 +119,7 @@ class Stack:
     def web(self, name: str, port: int) -> subprocess.Popen:
         from config.devservers import port_open
 
-        cmd = [
-            sys.executable,
-            "-m",
-            "uvicorn",
-            "config.asgi:application",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--no-access-log",
-        ]
-        proc = self._spawn(name, cmd, None)
+        proc = self._spawn(name, web_argv("127.0.0.1", port), None)
         wait_for(
             lambda: port_open(port) or proc.poll() is not None,
             timeout=60,

@@ -1,0 +1,86 @@
+"""Django's ASGI handler, with each request's synchronous work done in one trip to a thread.
+
+Every view and middleware of this project is synchronous. Django's own ASGI handler serves such
+a request in three trips to a worker thread (the `request_started` receivers, the middleware
+chain and view, `response.close()` with the `request_finished` receivers), and starts and joins
+a new thread for every request (`ThreadSensitiveContext`). On the 2-core machine that machinery
+cost about 1.5 ms of CPU per request, more than the rest of a `GET /api/tools` (bench/README.md,
+"API reads"). Here the whole synchronous part runs in one call on a long-lived pool of threads:
+
+- the request's database work, its `request_started`/`request_finished` receivers (which hand the
+  connection back to the pool: `close_old_connections`) and the response's `close()` all happen
+  on the same thread, in that order, as under WSGI;
+- a streaming response over a synchronous iterator is read to the end on that thread and sent as
+  one body, as Django's ASGI handler does with one too (`sync_to_async(list)`); an async iterator
+  is streamed from the event loop and the response closed after it;
+- a client that disconnects mid-request is not waited for: the thread finishes its work (Django
+  could not stop a synchronous view either) and the reply is dropped by the server.
+
+An async view would still work (Django adapts it with `async_to_sync`), only slower.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from functools import cached_property
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core import signals
+from django.core.exceptions import RequestAborted
+from django.core.handlers.asgi import ASGIHandler, get_script_prefix
+from django.core.handlers.base import BaseHandler
+from django.db import close_old_connections
+from django.http import FileResponse, HttpResponse, HttpResponseBase
+from django.urls import set_script_prefix
+
+
+class OneTripASGIHandler(ASGIHandler):
+    def __init__(self) -> None:
+        BaseHandler.__init__(self)
+        self.load_middleware(is_async=False)
+
+    @cached_property
+    def executor(self) -> ThreadPoolExecutor:
+        # Threads are started as requests need them and kept. WEB_THREADS is below the database
+        # pool's size (settings), so the web's own requests never wait for a pooled session.
+        return ThreadPoolExecutor(settings.WEB_THREADS, thread_name_prefix="web-request")
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            raise ValueError(f"Django can only handle ASGI/HTTP connections, not {scope['type']}.")
+        try:
+            body_file = await self.read_body(receive)
+        except RequestAborted:
+            return
+        with closing(body_file):
+            set_script_prefix(get_script_prefix(scope))
+            respond = sync_to_async(self.respond, thread_sensitive=False, executor=self.executor)
+            response = await respond(scope, body_file)
+            await self.send_response(response, send)
+            if response.streaming and response.is_async:
+                await sync_to_async(
+                    response.close, thread_sensitive=False, executor=self.executor
+                )()
+
+    def respond(self, scope: dict[str, Any], body_file: Any) -> HttpResponseBase:
+        """The response, with every synchronous step of the request done on this thread."""
+        signals.request_started.send(sender=self.__class__, scope=scope)
+        request, response = self.create_request(scope, body_file)
+        if request is not None:
+            response = self.get_response(request)
+            response._handler_class = self.__class__
+            if isinstance(response, FileResponse):
+                response.block_size = self.chunk_size
+        if response.streaming and response.is_async:
+            close_old_connections()  # the iterator runs elsewhere; this thread is done
+            return response
+        if not response.streaming:
+            response.close()
+            return response
+        buffered = HttpResponse(b"".join(response.streaming_content), status=response.status_code)
+        buffered.headers, buffered.cookies = response.headers, response.cookies
+        response.close()
+        return buffered
