@@ -7,10 +7,11 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.models import ApiToken, AuditAction, AuditEntry, User
+from config import sqlrows
 
 
 @transaction.atomic
@@ -47,7 +48,7 @@ _TOKEN_SQL = (
 def _token_sql() -> str:
     quote = connection.ops.quote_name
     return _TOKEN_SQL.format(
-        user=", ".join(f"u.{quote(f.column)}" for f in User._meta.concrete_fields),
+        user=sqlrows.columns(User, "u"),
         token=quote(ApiToken._meta.db_table),
         users=quote(User._meta.db_table),
     )
@@ -65,7 +66,7 @@ def token_authenticate(*, raw: str) -> User | None:
     now = timezone.now()
     if last_used_at is None or now - last_used_at >= LAST_USED_PRECISION:
         ApiToken.objects.filter(pk=token_id).update(last_used_at=now)
-    return User.from_db(DEFAULT_DB_ALIAS, None, user_values)
+    return sqlrows.instance(User, user_values)
 
 
 def audit_record(

@@ -5,7 +5,7 @@ actions, locks them, and saves a few columns. Through the ORM each of those cost
 2-core machine, most of it building the query (``select_for_update`` + ``select_related`` of
 the run 1.8 ms, of an action 2.2 ms, a run's actions 1.2 ms, ``save(update_fields=...)`` 1.1
 ms, inserting a run or an action ~1 ms); the same statements built once from the models' metadata and turned into models the way
-the ORM does (each field's ``from_db_value``, ``Model.from_db``; ``pre_save`` and
+the ORM does (``config.sqlrows``: each field's ``from_db_value``, ``Model.from_db``; ``pre_save`` and
 ``get_db_prep_save`` when saving) cost the round trip and little more: 0.4-0.7 ms
 (bench/README.md, "runtime overhead"). No model signals are sent: nothing in the product
 listens to them for these models.
@@ -23,6 +23,7 @@ from django.db.transaction import TransactionManagementError
 
 from accounts.models import User
 from agentops.models import Action, AgentRun
+from config import sqlrows
 
 _UPDATE_SQL = "UPDATE {table} SET {sets} WHERE {pk} = %s"
 _INSERT_SQL = "INSERT INTO {table} ({columns}) VALUES ({values})"
@@ -36,15 +37,12 @@ _ORDER = " ORDER BY a.turn, a.call_index"
 
 
 @cache
-def _columns(model: type[Model], alias: str) -> str:
-    return ", ".join(
-        f"{alias}.{connection.ops.quote_name(f.column)}" for f in model._meta.concrete_fields
-    )
-
-
-@cache
 def _sql(name: str) -> str:
-    run, user, action = _columns(AgentRun, "r"), _columns(User, "u"), _columns(Action, "a")
+    run, user, action = (
+        sqlrows.columns(AgentRun, "r"),
+        sqlrows.columns(User, "u"),
+        sqlrows.columns(Action, "a"),
+    )
     return {
         "run": _RUN_SQL.format(run=run, user=user),
         "run_lock": _RUN_SQL.format(run=run, user=user) + " FOR UPDATE OF r",
@@ -52,16 +50,6 @@ def _sql(name: str) -> str:
         "actions": _ACTIONS_SQL.format(action=action) + _ORDER,
         "turn_actions": _ACTIONS_SQL.format(action=action) + " AND a.turn = %s" + _ORDER,
     }[name]
-
-
-def _model(model: type[Model], values: Iterable[Any]) -> Any:
-    """A model instance from its concrete columns' values, converted as the ORM converts them."""
-    fields = model._meta.concrete_fields
-    converted = [
-        f.from_db_value(v, None, connection) if v is not None and hasattr(f, "from_db_value") else v
-        for f, v in zip(fields, values, strict=True)
-    ]
-    return model.from_db(DEFAULT_DB_ALIAS, None, converted)
 
 
 def _fetch(name: str, params: list[Any]) -> list[tuple[Any, ...]]:
@@ -82,9 +70,9 @@ def run_with_subject(run_id: Any, *, lock: bool = False) -> AgentRun | None:
     rows = _fetch("run_lock" if lock else "run", [run_id])
     if not rows:
         return None
-    split = len(AgentRun._meta.concrete_fields)
-    run = _model(AgentRun, rows[0][:split])
-    run.subject = _model(User, rows[0][split:])
+    split = sqlrows.width(AgentRun)
+    run = sqlrows.instance(AgentRun, rows[0][:split])
+    run.subject = sqlrows.instance(User, rows[0][split:])
     return run
 
 
@@ -94,7 +82,7 @@ def action_locked(action_id: Any, run: AgentRun) -> Action | None:
     rows = _fetch("action_lock", [action_id, run.pk])
     if not rows:
         return None
-    action = _model(Action, rows[0])
+    action = sqlrows.instance(Action, rows[0])
     action.run = run
     return action
 
@@ -102,7 +90,7 @@ def action_locked(action_id: Any, run: AgentRun) -> Action | None:
 def run_actions(run: AgentRun, *, turn: int | None = None) -> list[Action]:
     """The run's actions (or one turn's) in proposal order, each knowing its run."""
     rows = _fetch("actions", [run.pk]) if turn is None else _fetch("turn_actions", [run.pk, turn])
-    actions = [_model(Action, row) for row in rows]
+    actions = [sqlrows.instance(Action, row) for row in rows]
     for action in actions:
         action.run = run
     return actions
