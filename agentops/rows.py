@@ -22,7 +22,7 @@ from django.db.models import Model
 from django.db.transaction import TransactionManagementError
 
 from accounts.models import User
-from agentops.models import Action, AgentRun
+from agentops.models import Action, ActionStatus, AgentRun
 from config import sqlrows
 
 _UPDATE_SQL = "UPDATE {table} SET {sets} WHERE {pk} = %s"
@@ -34,6 +34,10 @@ _RUN_SQL = (
 _ACTION_SQL = "SELECT {action} FROM agentops_action a WHERE a.id = %s AND a.run_id = %s"
 _ACTIONS_SQL = "SELECT {action} FROM agentops_action a WHERE a.run_id = %s"
 _ORDER = " ORDER BY a.turn, a.call_index"
+_SAME_SUCCEEDED = (
+    " AND a.tool = %s AND a.params_digest = %s AND a.status = %s AND a.id <> %s"
+    " ORDER BY a.id LIMIT 1"
+)
 
 
 @cache
@@ -49,6 +53,7 @@ def _sql(name: str) -> str:
         "action_lock": _ACTION_SQL.format(action=action) + " FOR UPDATE",
         "actions": _ACTIONS_SQL.format(action=action) + _ORDER,
         "turn_actions": _ACTIONS_SQL.format(action=action) + " AND a.turn = %s" + _ORDER,
+        "same_succeeded": _ACTIONS_SQL.format(action=action) + _SAME_SUCCEEDED,
     }[name]
 
 
@@ -94,6 +99,16 @@ def run_actions(run: AgentRun, *, turn: int | None = None) -> list[Action]:
     for action in actions:
         action.run = run
     return actions
+
+
+def action_same_succeeded(action: Action) -> Action | None:
+    """Another action of the same run that already succeeded with the same tool and arguments
+    (through the ORM, a filtered ``first()``: ~2 ms of CPU per write, 7% of the worker's)."""
+    rows = _fetch(
+        "same_succeeded",
+        [action.run_id, action.tool, action.params_digest, ActionStatus.SUCCEEDED.value, action.pk],
+    )
+    return sqlrows.instance(Action, rows[0]) if rows else None
 
 
 def set_items(instance: Model, names: Iterable[str]) -> tuple[list[str], list[Any]]:

@@ -57,7 +57,7 @@ from agentops.models import (
     RunOutcome,
     RunStatus,
 )
-from agentops.rows import row_create
+from agentops.rows import action_same_succeeded, row_create
 from agentops.runtime import approval
 from agentops.runtime.locks import lock_action, lock_run
 from agentops.runtime.proposals import call_digest, proposal_record
@@ -208,13 +208,7 @@ def action_call(started: Started) -> Called:
     if spec.meta.readonly or not action.idempotency_key:
         return Called(*invoke(spec, started.ctx, started.args, faults=started.faults))
     # A run never writes twice for an intent it already holds a confirmed receipt for.
-    done = run.kind == RunKind.ASSISTANT and (
-        run.actions.filter(
-            tool=action.tool, params_digest=action.params_digest, status=ActionStatus.SUCCEEDED
-        )
-        .exclude(pk=action.pk)
-        .first()
-    )
+    done = run.kind == RunKind.ASSISTANT and action_same_succeeded(action)
     if done:
         return Called(done.result | {"deduplicated_from": str(done.pk)}, Signal.GREEN)
     digest = request_digest(tool=action.tool, subject_id=run.subject_id, params=action.params)

@@ -46,7 +46,7 @@ def action_create(
         call_index=next(_index),
         tool=tool,
         params=extra.pop("params", {"room_id": "R7"}),
-        params_digest="d",
+        params_digest=extra.pop("params_digest", "d"),
         readonly=tool != "reserve_room",
         status=status,
         risk=risk,
