@@ -83,8 +83,8 @@ class ExactOriginValidator:
 class HeaderLimits:
     """Refuses an HTTP request or websocket with too many headers, or too many bytes of them,
     before Django reads it: 431 JSON for HTTP, close 4431 for a websocket. The server's own
-    limit (uvicorn's h11 incomplete-event size, config/run.py) stops a single huge header line
-    earlier still; this one holds whichever server runs the app."""
+    limit (config.webserver: a request head past 32 KB is refused while it arrives) stops a
+    single huge header line earlier still; this one holds whichever server runs the app."""
 
     def __init__(self, application: Callable[..., Awaitable[None]]) -> None:
         self.application = application
