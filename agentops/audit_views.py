@@ -101,7 +101,8 @@ def audit_export(request: AuthedRequest) -> StreamingHttpResponse:
 
 
 async def _async_chunks(chunks: Iterator[str]) -> AsyncIterator[str]:
-    """Each piece read in the request's own thread (its database connection and cursor)."""
+    """Each piece read on one thread of the request's own (its database connection and cursor),
+    where the handler closes the response too (config.handler)."""
     read = sync_to_async(next, thread_sensitive=True)
     while (piece := await read(chunks, None)) is not None:
         yield piece

@@ -36,7 +36,8 @@ _ACTIONS_SQL = "SELECT {action} FROM agentops_action a WHERE a.run_id = %s"
 _ORDER = " ORDER BY a.turn, a.call_index"
 _SAME_SUCCEEDED = (
     " AND a.tool = %s AND a.params_digest = %s AND a.status = %s AND a.id <> %s"
-    " ORDER BY a.id LIMIT 1"
+    + _ORDER  # the first such call: the write itself, never a later deduplicated copy
+    + " LIMIT 1"
 )
 
 

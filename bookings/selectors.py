@@ -29,7 +29,7 @@ DEFAULT_PAGE = 10
 # Hand-written on purpose: the three reads every assistant run makes (the search, the caller's
 # own bookings in the window, the receipt the verifier checks) cost 1.6-2.8 ms of CPU each
 # through the ORM on the 2-core machine, most of it building the query (the search's two
-# subqueries); as prepared statements built once from the models' metadata, ~0.3-0.5 ms
+# subqueries); as prepared statements (their SELECT lists from the models' metadata), ~0.3-0.5 ms
 # (bench/README.md, "The domain's hot reads"). They read exactly what the querysets they replace
 # read (tests/bookings/test_selectors.py holds them to it).
 _SEARCH_SQL = """

@@ -12,7 +12,8 @@ cost about 1.5 ms of CPU per request, more than the rest of a `GET /api/tools` (
   on the same thread, in that order, as under WSGI;
 - a streaming response over a synchronous iterator is read to the end on that thread and sent as
   one body, as Django's ASGI handler does with one too (`sync_to_async(list)`); an async iterator
-  is streamed from the event loop and the response closed after it;
+  is streamed from the event loop, its thread-sensitive reads and the response's `close()` on
+  one thread of the request's own (`ThreadSensitiveContext`, as in Django's handler);
 - a client that disconnects mid-request is not waited for: the thread finishes its work (Django
   could not stop a synchronous view either) and the reply is dropped by the server.
 
@@ -26,7 +27,7 @@ from contextlib import closing
 from functools import cached_property
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import ThreadSensitiveContext, sync_to_async
 from django.conf import settings
 from django.core import signals
 from django.core.exceptions import RequestAborted
@@ -59,11 +60,17 @@ class OneTripASGIHandler(ASGIHandler):
             set_script_prefix(get_script_prefix(scope))
             respond = sync_to_async(self.respond, thread_sensitive=False, executor=self.executor)
             response = await respond(scope, body_file)
-            await self.send_response(response, send)
-            if response.streaming and response.is_async:
-                await sync_to_async(
-                    response.close, thread_sensitive=False, executor=self.executor
-                )()
+            if not (response.streaming and response.is_async):
+                await self.send_response(response, send)
+                return
+            # An async iterator's thread-sensitive reads (the audit export's) all go to one
+            # thread of this request, where the response is closed too (request_finished gives
+            # that thread's database session back), as under Django's own handler.
+            async with ThreadSensitiveContext():
+                try:
+                    await self.send_response(response, send)
+                finally:
+                    await sync_to_async(response.close, thread_sensitive=True)()
 
     def respond(self, scope: dict[str, Any], body_file: Any) -> HttpResponseBase:
         """The response, with every synchronous step of the request done on this thread."""
@@ -75,12 +82,14 @@ class OneTripASGIHandler(ASGIHandler):
             if isinstance(response, FileResponse):
                 response.block_size = self.chunk_size
         if response.streaming and response.is_async:
-            close_old_connections()  # the iterator runs elsewhere; this thread is done
+            close_old_connections()  # the view's session; the iterator reads on its own thread
             return response
-        if not response.streaming:
-            response.close()
-            return response
-        buffered = HttpResponse(b"".join(response.streaming_content), status=response.status_code)
+        try:
+            if not response.streaming:
+                return response
+            body = b"".join(response.streaming_content)
+        finally:
+            response.close()  # request_finished, even when reading the stream failed
+        buffered = HttpResponse(body, status=response.status_code)
         buffered.headers, buffered.cookies = response.headers, response.cookies
-        response.close()
         return buffered

@@ -14,6 +14,8 @@ from django.core.exceptions import SuspiciousOperation
 from django.http import Http404
 from django.views.debug import SafeExceptionReporterFilter
 
+from config.webserver import HEADERS_TOO_LARGE
+
 # Django's own list plus what names a connection string, a signing key or an address.
 _HIDDEN = re.compile(
     r"API|AUTH|TOKEN|KEY|SECRET|PASS|SIGNATURE|HTTP_COOKIE|URL|DSN|LOCATION|HOSTS|BROKER|"
@@ -99,10 +101,7 @@ class HeaderLimits:
                 await receive()
                 await send({"type": "websocket.close", "code": 4431})
                 return None
-            body = (
-                b'{"error": {"code": "headers_too_large", '
-                b'"message": "The request headers are too many or too large."}}'
-            )
+            body = HEADERS_TOO_LARGE
             await send(
                 {
                     "type": "http.response.start",

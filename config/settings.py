@@ -124,18 +124,23 @@ TEMPLATES = [
     },
 ]
 
-# PostgreSQL connections are reused, never opened per request or per task. Under ASGI every
-# request runs in a thread of its own (asgiref's ThreadSensitiveContext), so a thread-local
-# persistent connection (CONN_MAX_AGE) dies with its thread: 50 requests opened 51 sessions.
+# PostgreSQL connections are reused, never opened per request or per task. Under Django's own
+# ASGI handler every request ran in a thread of its own (ThreadSensitiveContext), so a
+# thread-local persistent connection (CONN_MAX_AGE) died with its thread: 50 requests opened 51
+# sessions (config.handler now keeps its threads, but Celery's tool threads and MCP's come and go).
 # A pool per process (psycopg_pool) hands the same sessions to every thread: Django returns the
 # connection at the end of each request, task and tool call (close_old_connections) and takes
 # it again on the next query. DB_POOL_MAX_SIZE=0 turns the pool off; CONN_MAX_AGE then applies
 # (Django refuses a pool with persistent connections).
 DB_POOL_MAX_SIZE = int(os.environ.get("DB_POOL_MAX_SIZE", "40"))
-# The web server's request threads (config.handler): fewer than the pool's sessions, so its own
-# requests never wait for one (a request holds at most one session, from its first query to its
-# end).
-WEB_THREADS = int(os.environ.get("WEB_THREADS", "32"))
+# The web server's request threads (config.handler). By default 8 fewer than the pool's sessions
+# (at most 32), so the web's requests never wait for one: a request holds at most one session,
+# from its first query to its end, and the 8 are for the other threads of the web process that
+# query (MCP's calls run on asyncio's default pool, 6 threads on 2 cores).
+WEB_THREADS = int(
+    os.environ.get("WEB_THREADS")
+    or (max(1, min(32, DB_POOL_MAX_SIZE - 8)) if DB_POOL_MAX_SIZE else 32)
+)
 DATABASES = {
     "default": dj_database_url.parse(
         DATABASE_URL,

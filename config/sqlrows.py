@@ -1,9 +1,10 @@
 """Rows read with a hand-written statement, turned into model instances the way the ORM does.
 
 For the few reads where a benchmark showed the ORM's query building costing more than the
-query (each says so beside its statement): the column list comes from the model's metadata, so
-no column name is written twice, and each value goes through its field's ``from_db_value``
-before ``Model.from_db``, as a queryset would do. No model signals are involved in reading.
+query (each says so beside its statement). The SELECT list of a model's columns comes from its
+metadata, in field order, and each value goes through its field's ``from_db_value`` before
+``Model.from_db``, as a queryset would do; the rest of each statement (tables, conditions) is
+written by hand beside its figure. No model signals are involved in reading.
 """
 
 from __future__ import annotations

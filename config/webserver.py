@@ -16,8 +16,8 @@ from __future__ import annotations
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 MAX_HEAD_BYTES = 32768  # request line + headers; larger than any browser or client sends
-
-_REFUSAL = (
+# The 431 body, from this bound and from config.security.HeaderLimits (number and total size).
+HEADERS_TOO_LARGE = (
     b'{"error": {"code": "headers_too_large", '
     b'"message": "The request headers are too many or too large."}}'
 )
@@ -29,10 +29,13 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
     _head_bytes = 0
 
     def data_received(self, data: bytes) -> None:
-        self._head_ended = False
+        counting, self._head_ended = self._in_head, False
         super().data_received(data)
-        if self._head_ended or not self._in_head or self.transport.is_closing():
-            return  # the read that ends a head is not counted: the bound is on what waits
+        # Only a read that arrived inside a head and left it unfinished counts: the read that
+        # ends a head, a body's reads and the one that ends a body (and may start the next
+        # head) do not. The bound is on what waits for more, give or take one read.
+        if not counting or self._head_ended or not self._in_head or self.transport.is_closing():
+            return
         self._head_bytes += len(data)
         if self._head_bytes > MAX_HEAD_BYTES:
             self.transport.write(
@@ -40,9 +43,9 @@ class BoundedHttpToolsProtocol(HttpToolsProtocol):
                     [
                         STATUS_LINE[431],
                         b"content-type: application/json\r\n",
-                        b"content-length: %d\r\n" % len(_REFUSAL),
+                        b"content-length: %d\r\n" % len(HEADERS_TOO_LARGE),
                         b"connection: close\r\n\r\n",
-                        _REFUSAL,
+                        HEADERS_TOO_LARGE,
                     ]
                 )
             )

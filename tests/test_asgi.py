@@ -115,13 +115,53 @@ def stream_view(request):
     return StreamingHttpResponse(parts(), content_type="text/plain")
 
 
+def async_stream_view(request):
+    """As the audit export streams under ASGI: an async iterator whose pieces are read by
+    thread-sensitive sync_to_async calls."""
+    from asgiref.sync import sync_to_async
+    from django.db import connection
+    from django.http import StreamingHttpResponse
+
+    def part(n: int) -> str:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT %s", [n])
+            (value,) = cursor.fetchone()
+        _note("part")
+        return f"part{value};"
+
+    async def parts():
+        for n in range(3):
+            yield await sync_to_async(part, thread_sensitive=True)(n)
+
+    _note("view")
+    return StreamingHttpResponse(parts(), content_type="text/plain")
+
+
+def broken_stream_view(request):
+    from django.db import connection
+    from django.http import StreamingHttpResponse
+
+    def parts():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        yield "a"
+        raise RuntimeError("the stream broke")
+
+    return StreamingHttpResponse(parts(), content_type="text/plain")
+
+
 urlpatterns = []  # filled below: this module is the URLconf of the handler tests
 
 
 def _urls():
     from django.urls import path
 
-    return [path("thread/", thread_view), path("stream/", stream_view)]
+    return [
+        path("thread/", thread_view),
+        path("stream/", stream_view),
+        path("astream/", async_stream_view),
+        path("broken/", broken_stream_view),
+    ]
 
 
 @pytest.fixture
@@ -162,3 +202,29 @@ def test_a_streamed_response_is_read_on_the_request_thread_then_closed(handler_u
     assert [what for what, _, _ in EVENTS] == ["started", "part", "part", "part", "finished"]
     assert len({t for _, t, _ in EVENTS}) == 1
     assert EVENTS[-1][2] is False  # the session the parts used went back to the pool
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_async_stream_reads_and_closes_on_one_thread_and_gives_its_session_back(handler_urls):
+    status, body = asyncio.run(get("/astream/"))
+    assert (status, body) == (200, b"part0;part1;part2;")
+    assert [what for what, _, _ in EVENTS] == [
+        "started",
+        "view",
+        "part",
+        "part",
+        "part",
+        "finished",
+    ]
+    reader = {t for what, t, _ in EVENTS if what in ("part", "finished")}
+    assert len(reader) == 1  # every piece and the close on one thread of the request's own
+    assert EVENTS[-1][2] is False  # whose session went back to the pool at request_finished
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_stream_that_breaks_still_finishes_the_request(handler_urls):
+    with pytest.raises(RuntimeError, match="the stream broke"):
+        asyncio.run(get("/broken/"))
+    assert [what for what, _, _ in EVENTS] == ["started", "finished"]
+    assert len({t for _, t, _ in EVENTS}) == 1
+    assert EVENTS[-1][2] is False

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from agentops.rows import action_same_succeeded
@@ -12,7 +14,18 @@ pytestmark = pytest.mark.django_db
 
 def test_a_write_finds_the_same_call_the_run_already_succeeded_with(e17, e23):
     run = run_create(e17, status="running")
-    done = action_create(run, tool="reserve_room", status="succeeded", params_digest="same")
+    # The first of two: the write; the second a copy deduplicated from it. Their ids sort the
+    # other way round, so only proposal order picks the first.
+    done = action_create(
+        run,
+        tool="reserve_room",
+        status="succeeded",
+        params_digest="same",
+        id=uuid.UUID(int=2**127),
+    )
+    copy = action_create(
+        run, tool="reserve_room", status="succeeded", params_digest="same", id=uuid.UUID(int=1)
+    )
     again = action_create(run, tool="reserve_room", status="running", params_digest="same")
     # Not the same call: another digest, another tool, not succeeded, another run.
     action_create(run, tool="reserve_room", status="succeeded", params_digest="other")
@@ -30,5 +43,5 @@ def test_a_write_finds_the_same_call_the_run_already_succeeded_with(e17, e23):
         "succeeded",
         done.result,
     )
-    assert action_same_succeeded(done) is None  # never itself
+    assert action_same_succeeded(done).pk == copy.pk  # never itself
     assert action_same_succeeded(failed) is None
