@@ -199,6 +199,20 @@ class Stack:
     def snapshot(self) -> dict[str, float]:
         return cpu_snapshot(self.roots(), exclude=[self.bench_backend])
 
+    def wait_idle(self, timeout: float = 20, window: float = 0.5, quiet_ms: float = 5) -> float:
+        """Wait until the product's processes together use under ``quiet_ms`` of CPU in a
+        ``window`` (the work a batch of runs leaves behind, such as PostgreSQL's autovacuum,
+        finished), so that it is not counted against what comes next; the seconds waited."""
+        t0 = time.monotonic()
+        before = self.snapshot()
+        while time.monotonic() - t0 < timeout:
+            time.sleep(window)
+            after = self.snapshot()
+            if cpu_delta(before, after)["total"] < quiet_ms:
+                break
+            before = after
+        return round(time.monotonic() - t0, 1)
+
     def wait_for_worker(self, timeout: float = 60) -> None:
         """Block until the worker answers a no-op chain of one hop."""
         run_noop_chain(1, timeout=timeout)
@@ -378,12 +392,14 @@ def sessions_added(action: Callable[[], Any]) -> int:
 
 
 def measure_reads(stack: Stack, api: Api, run: Any, reads: int) -> dict[str, Any]:
-    """CPU of every process of the product per GET /api/tools and per GET /api/runs/<id>."""
+    """CPU of every process of the product per GET /api/tools and per GET /api/runs/<id>,
+    each series started once the stack is idle (wait_idle)."""
     out = {}
     user = run.subject.username
     for name, path in (("tools", "/api/tools"), ("run", f"/api/runs/{run.pk}")):
         for _ in range(20):
             api.call("GET", path, user)
+        waited = stack.wait_idle()
         latencies = []
         before = stack.snapshot()
         for _ in range(reads):
@@ -401,6 +417,7 @@ def measure_reads(stack: Stack, api: Api, run: Any, reads: int) -> dict[str, Any
                 k: round(v / reads, 2) for k, v in delta.items() if k != "total"
             },
             "p50_ms": round(pct(latencies, 50), 2),
+            "idle_wait_s": waited,
         }
     return out
 
