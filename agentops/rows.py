@@ -4,9 +4,10 @@ Hand-written on purpose. Every step and every attempt reads the run (with its su
 actions, locks them, and saves a few columns. Through the ORM each of those cost 1-2 ms on the
 2-core machine, most of it building the query (``select_for_update`` + ``select_related`` of
 the run 1.8 ms, of an action 2.2 ms, a run's actions 1.2 ms, ``save(update_fields=...)`` 1.1
-ms, inserting a run or an action ~1 ms); the same statements built once from the models' metadata and turned into models the way
-the ORM does (``config.sqlrows``: each field's ``from_db_value``, ``Model.from_db``; ``pre_save`` and
-``get_db_prep_save`` when saving) cost the round trip and little more: 0.4-0.7 ms
+ms, inserting a run or an action ~1 ms); the same statements, their column lists taken from the
+models' metadata and their rows turned into models the way the ORM does (``config.sqlrows``:
+each field's ``from_db_value``, ``Model.from_db``; ``pre_save`` and ``get_db_prep_save`` when
+saving), cost the round trip and little more: 0.4-0.7 ms
 (bench/README.md, "runtime overhead"). No model signals are sent: nothing in the product
 listens to them for these models.
 """
@@ -76,9 +77,7 @@ def run_with_subject(run_id: Any, *, lock: bool = False) -> AgentRun | None:
     rows = _fetch("run_lock" if lock else "run", [run_id])
     if not rows:
         return None
-    split = sqlrows.width(AgentRun)
-    run = sqlrows.instance(AgentRun, rows[0][:split])
-    run.subject = sqlrows.instance(User, rows[0][split:])
+    run, run.subject = sqlrows.instances(rows[0], AgentRun, User)
     return run
 
 

@@ -30,7 +30,7 @@ DEFAULT_PAGE = 10
 # own bookings in the window, the receipt the verifier checks) cost 1.6-2.8 ms of CPU each
 # through the ORM on the 2-core machine, most of it building the query (the search's two
 # subqueries); as prepared statements (their SELECT lists from the models' metadata), ~0.3-0.5 ms
-# (bench/README.md, "The domain's hot reads"). They read exactly what the querysets they replace
+# (bench/README.md, "API reads, and the domain's hot reads"). They read exactly what the querysets they replace
 # read (tests/bookings/test_selectors.py holds them to it).
 _SEARCH_SQL = """
 SELECT {room} FROM bookings_room r
@@ -67,14 +67,12 @@ def _sql(name: str) -> str:
 
 def _bookings_with_rooms(name: str, params: dict[str, object]) -> list[Booking]:
     """Bookings of statement ``name``, each with its room loaded (as ``select_related``)."""
-    split = sqlrows.width(Booking)
     with connection.cursor() as cursor:
         cursor.execute(_sql(name), params)
         rows = cursor.fetchall()
     found = []
     for row in rows:
-        booking = sqlrows.instance(Booking, row[:split])
-        booking.room = sqlrows.instance(Room, row[split:])
+        booking, booking.room = sqlrows.instances(row, Booking, Room)
         found.append(booking)
     return found
 

@@ -25,9 +25,14 @@ def columns(model: type[Model], alias: str) -> str:
     )
 
 
-def width(model: type[Model]) -> int:
-    """How many values of a row ``columns(model, ...)`` selects."""
-    return len(model._meta.concrete_fields)
+def instances(row: Sequence[Any], *models: type[Model]) -> list[Any]:
+    """One instance per model from a row that selected ``columns`` of each, in that order."""
+    found, start = [], 0
+    for model in models:
+        end = start + len(model._meta.concrete_fields)
+        found.append(instance(model, row[start:end]))
+        start = end
+    return found
 
 
 def instance(model: type[Model], values: Sequence[Any]) -> Any:
