@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from functools import cache
+
 from django.contrib.auth.models import Group
 from django.db import connection
 
@@ -9,17 +12,37 @@ from accounts.models import Role, User
 
 # Hand-written on purpose: every governed call reads the roles (the gate, the recheck before
 # execution, each planning step); through the ORM the query cost ~1.4 ms on the 2-core machine,
-# half of it building the join, this ~0.6 ms (bench/README.md, "runtime overhead").
-_ROLES_SQL = "SELECT g.name FROM {group} g JOIN {link} l ON l.group_id = g.id WHERE l.user_id = %s"
+# half of it building the join, this ~0.6 ms (bench/README.md, "runtime overhead"). A statement
+# that reads the user anyway can carry the same read as one more column (roles_column): a
+# planning step's claim of its turn does (agentops.rows.turn_claim).
+_ROLES_SQL = (
+    "SELECT g.name FROM {group} g JOIN {link} l ON l.group_id = g.id WHERE l.user_id = {user}"
+)
+
+
+@cache
+def _roles_select(user: str) -> str:
+    link = User.groups.through._meta.db_table
+    return _ROLES_SQL.format(group=Group._meta.db_table, link=link, user=user)
+
+
+def roles_column(user_id: str) -> str:
+    """The roles of the user whose id is the SQL expression ``user_id``, as an array column of a
+    larger statement; its value becomes the roles through roles_from."""
+    return f"ARRAY({_roles_select(user_id)})"
+
+
+def roles_from(*, user: User, names: Iterable[str]) -> frozenset[str]:
+    """The roles from the user's group names as read just now; a superuser is also an admin."""
+    roles = set(names)
+    if user.is_superuser:
+        roles.add(Role.ADMIN.value)
+    return frozenset(roles)
 
 
 def user_roles(*, user: User) -> frozenset[str]:
     """The names of the user's groups, read from the database on every call (never cached, not
     even by a prefetch, so a removed role takes effect at once); a superuser is also an admin."""
-    sql = _ROLES_SQL.format(group=Group._meta.db_table, link=User.groups.through._meta.db_table)
     with connection.cursor() as cursor:
-        cursor.execute(sql, [user.pk])
-        roles = {name for (name,) in cursor.fetchall()}
-    if user.is_superuser:
-        roles.add(Role.ADMIN.value)
-    return frozenset(roles)
+        cursor.execute(_roles_select("%s"), [user.pk])
+        return roles_from(user=user, names=[name for (name,) in cursor.fetchall()])

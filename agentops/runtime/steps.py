@@ -13,10 +13,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from accounts.selectors import user_roles
 from agentops import gate
 from agentops.contract import CallContext, Delegation, Step
 from agentops.execution.recorder import begin_locked, run_started
@@ -31,7 +30,7 @@ from agentops.models import (
 )
 from agentops.planners import planner_for
 from agentops.planners.context import build_context
-from agentops.rows import run_actions, run_with_subject
+from agentops.rows import run_actions, run_with_subject, turn_claim
 from agentops.runtime import verifier
 from agentops.runtime.locks import lock_run
 from agentops.runtime.proposals import call_digest, proposal_record
@@ -44,40 +43,10 @@ from agentops.trace import trace_append
 log = logging.getLogger(__name__)
 
 
-# Hand-written on purpose: the same claim through the ORM (a filtered update with two Exists
-# subqueries) cost ~4 ms per step on the 2-core machine, 3 of them compiling the query; this
-# costs the ~1 ms of its round trip (bench/README.md, "runtime overhead").
-_CLAIM_SQL = """
-UPDATE agentops_agentrun AS r SET turn = %(turn)s, updated_at = %(now)s
- WHERE r.id = %(run)s AND r.status = %(running)s
-   AND (r.turn = %(turn)s - 1
-        OR (r.turn = %(turn)s
-            AND NOT EXISTS (SELECT 1 FROM agentops_action a
-                             WHERE a.run_id = r.id AND a.turn = %(turn)s)))
-   AND NOT EXISTS (SELECT 1 FROM agentops_action a
-                    WHERE a.run_id = r.id AND a.status = ANY(%(open)s))
-"""
-
-
-def _turn_claim(run_id: Any, turn: int) -> bool:
-    """Take turn ``turn`` for planning, in one statement: the run is running, has no call
-    open, and is at the turn before (or at this turn with nothing proposed yet: a step that
-    died after its claim). A duplicate delivery of the same turn finds nothing to take."""
-    params = {
-        "turn": turn,
-        "now": timezone.now(),
-        "run": run_id,
-        "running": RunStatus.RUNNING.value,
-        "open": sorted(s.value for s in OPEN_ACTION_STATUSES),
-    }
-    with connection.cursor() as cursor:
-        cursor.execute(_CLAIM_SQL, params)
-        return cursor.rowcount == 1
-
-
 def _may_take(run: Any, actions: list[Action], turn: int) -> bool:
-    """What _turn_claim checks, on a run locked and read: running, no call open, at the turn
-    before or at this one with nothing proposed."""
+    """What the claim of a turn checks but the budgets (agentops.rows.turn_claim), on a run
+    locked and read: running, no call open, at the turn before or at this one with nothing
+    proposed."""
     return (
         run.status == RunStatus.RUNNING
         and not any(a.status in OPEN_ACTION_STATUSES for a in actions)
@@ -89,26 +58,11 @@ def _may_take(run: Any, actions: list[Action], turn: int) -> bool:
 
 def run_step(run_id: Any, turn: int) -> None:
     """Plan turn ``turn`` of the run. A duplicate delivery of the same turn does nothing."""
-    run = run_with_subject(run_id)
-    if run is None or run.status != RunStatus.RUNNING or run.turn not in (turn - 1, turn):
+    claimed = turn_claim(run_id, turn, now=timezone.now(), max_turns=Budgets().max_turns)
+    if claimed is None:
+        _unclaimed(run_id, turn)
         return
-    budgets = Budgets.from_json(run.budgets)
-    if turn > budgets.max_turns or timezone.now() >= run.deadline:
-        with transaction.atomic():
-            run = lock_run(run_id)
-            if not _may_take(run, run_actions(run), turn):
-                return
-            trace_append(
-                run=run,
-                kind=EventKind.BUDGET_EXHAUSTED,
-                payload={"turn": turn, "budget": "turns/deadline"},
-            )
-            verifier.finish_unverified(run, RunOutcome.BUDGET_EXHAUSTED)
-        return
-    if not _turn_claim(run_id, turn):
-        return
-    run.turn = turn
-    roles = user_roles(user=run.subject)  # once per step: the context and the gate
+    run, roles = claimed  # the roles as of the claim: the context and the gate of this step
     ctx = build_context(run, roles=roles)
     try:
         step = planner_for(run).propose(ctx)
@@ -125,6 +79,26 @@ def run_step(run_id: Any, turn: int) -> None:
                 verifier.finish_unverified(run, RunOutcome.MODEL_UNAVAILABLE)
         return
     _apply_step(run_id, turn, step, roles)
+
+
+def _unclaimed(run_id: Any, turn: int) -> None:
+    """The turn was not there to take: a duplicate or early delivery (nothing to do), or the
+    run's turns or deadline are spent, and then it ends so."""
+    run = run_with_subject(run_id)
+    if run is None or run.status != RunStatus.RUNNING or run.turn not in (turn - 1, turn):
+        return
+    if turn <= Budgets.from_json(run.budgets).max_turns and timezone.now() < run.deadline:
+        return  # a call of the run is still open, or this turn has proposed already
+    with transaction.atomic():
+        run = lock_run(run_id)
+        if not _may_take(run, run_actions(run), turn):
+            return
+        trace_append(
+            run=run,
+            kind=EventKind.BUDGET_EXHAUSTED,
+            payload={"turn": turn, "budget": "turns/deadline"},
+        )
+        verifier.finish_unverified(run, RunOutcome.BUDGET_EXHAUSTED)
 
 
 def _apply_step(run_id: Any, turn: int, step: Step, roles: frozenset[str]) -> None:
