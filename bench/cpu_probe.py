@@ -423,9 +423,17 @@ def measure_reads(stack: Stack, api: Api, run: Any, reads: int) -> dict[str, Any
 
 
 def measure_batches(
-    stack: Stack, api: Api, requests: Requests, concurrent: int, rounds: int
+    stack: Stack, api: Api, requests: Requests, concurrent: int, rounds: int, warmup: int = 3
 ) -> dict[str, Any]:
-    """``rounds`` batches of ``concurrent`` runs started at once: CPU per run, runs/s, p50/p95."""
+    """``rounds`` batches of ``concurrent`` runs started at once: CPU per run, runs/s, p50/p95.
+
+    After ``warmup`` batches that are not measured: the first batches at a new concurrency
+    grow the web's pool of PostgreSQL sessions to it (new backends, their caches cold), and each
+    session prepares a statement on its fifth use (DB_PREPARED_STATEMENTS), so the first
+    batches cost up to half as much again as a server that has been serving (bench/README.md)."""
+    for _ in range(warmup):
+        wait_runs(start_runs(api, requests, concurrent))
+    stack.wait_idle()
     runs, rates = [], []
     cpu_total: dict[str, float] = {}
     for _ in range(rounds):
@@ -444,6 +452,7 @@ def measure_batches(
     n = len(runs)
     return {
         "concurrent": concurrent,
+        "warmup_rounds": warmup,
         "rounds": rounds,
         "runs": n,
         "succeeded": succeeded,

@@ -296,7 +296,10 @@ def end_to_end(
         hops = int(sequential["hops_per_run"])
         for _ in range(5):
             probe.run_noop_chain(hops)
+        stack.wait_idle()
+        before = stack.snapshot()
         noop = [probe.run_noop_chain(hops) for _ in range(chains)]
+        noop_cpu = probe.cpu_delta(before, stack.snapshot())
         batch = probe.measure_batches(stack, api, requests, concurrent, rounds)
         run = probe.one_run(api, requests)
         api_reads = probe.measure_reads(stack, api, run, reads)
@@ -316,8 +319,15 @@ def end_to_end(
             "chains": len(noop),
             "p50_ms": round(noop_p50, 1),
             "p95_ms": round(pct(noop, 95), 1),
+            "cpu_ms_per_chain": round(noop_cpu["total"] / len(noop), 1),
+            "cpu_ms_per_chain_by_process": {
+                k: round(v / len(noop), 1) for k, v in noop_cpu.items() if k != "total"
+            },
         },
         "run_p50_vs_noop_chain": round(sequential["p50_ms"] / noop_p50, 2),
+        "cpu_per_run_vs_noop_chain": round(
+            batch["cpu_ms_per_run"] / max(0.1, noop_cpu["total"] / len(noop)), 2
+        ),
         "at_16": batch,
         "api_reads": api_reads,
         "pg_sessions_added": sessions,
@@ -351,7 +361,12 @@ def verdicts(result: dict) -> dict:
                 "max": t["run_p50_ms_quiet_max"],
                 "note": "the target is for a quiet machine",
             },
-            "cpu_ms_per_run": {"value": many["cpu_ms_per_run"], "max": t["cpu_ms_per_run_max"]},
+            "cpu_ms_per_run": {
+                "value": many["cpu_ms_per_run"],
+                "max": t["cpu_ms_per_run_max"],
+                "baseline": f"a no-op chain of as many hops: {e2e['noop_chain']['cpu_ms_per_chain']}"
+                f" ms ({e2e['cpu_per_run_vs_noop_chain']}x)",
+            },
             "cpu_ms_per_get_run": {
                 "value": reads["run"]["cpu_ms_per_request"],
                 "max": t["cpu_ms_per_api_read_max"],
