@@ -8,6 +8,7 @@ import asyncio
 import json
 import logging
 import os
+import queue
 import threading
 from typing import Any
 
@@ -16,6 +17,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from agentops.models import Action, AgentRun, TraceEvent
+from agentops.redis_client import get_redis
 from agentops.rows import set_items
 
 log = logging.getLogger(__name__)
@@ -35,54 +37,93 @@ def event_json(event: TraceEvent) -> dict[str, Any]:
     }
 
 
-class _Pusher:
-    """One event loop thread per process that sends pushes in the background, so that a commit
-    never waits for Redis and the channel layer keeps one connection pool (a fresh loop per push
-    would open a new connection every time). Started lazily, again after a fork.
+WATCH_TTL_S = 86400  # as the channel layer's group membership: a watcher that died unannounced
 
-    Events queued for one group before the loop gets to them go out as one message: the events
-    of a transaction are queued back to back by its on_commit callbacks, so a commit costs one
-    group_send per run, not one per event."""
+
+def _watch_key(group: str) -> str:
+    return f"agentops:watchers:{group}"
+
+
+def watch(group: str, channel: str) -> None:
+    """Mark the group watched by ``channel`` (the live consumer, before it joins the group and
+    reads what it missed from the database): from now on its events are pushed."""
+    key = _watch_key(group)
+    get_redis().pipeline(transaction=False).sadd(key, channel).expire(key, WATCH_TTL_S).execute()
+
+
+def unwatch(group: str, channel: str) -> None:
+    get_redis().srem(_watch_key(group), channel)
+
+
+class _Pusher:
+    """One thread per process that sends the pushes in the background, so that a commit never
+    waits for Redis; the channel layer's connections live on that thread's one event loop (a
+    fresh loop per push would open a new connection every time). Started lazily, again after
+    a fork.
+
+    A group's events are pushed only while someone watches it (watch): the check is one
+    Redis command, where a push to an empty group costs the channel layer's two and an event
+    loop's turn, about 0.3 ms of the worker's CPU per event for a run nobody looks at
+    (bench/README.md, "trace events"). No event is missed: a watcher marks the group before it
+    joins it and reads the database, and the check follows the event's commit, so an event
+    either was committed before that read or finds the mark. Events queued for one group before
+    the thread gets to them go out as one message (the events of a transaction are queued back
+    to back by its on_commit callbacks)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: queue.SimpleQueue[tuple[str, dict[str, Any]]] | None = None
         self._pid = 0
-        self._pending: dict[str, list[dict[str, Any]]] = {}
-
-    def loop(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None or self._pid != os.getpid():
-                self._loop, self._pid = asyncio.new_event_loop(), os.getpid()
-                self._pending = {}
-                threading.Thread(
-                    target=self._loop.run_forever, name="trace-push", daemon=True
-                ).start()
-            return self._loop
 
     def send(self, group: str, event: dict[str, Any]) -> None:
-        loop = self.loop()
         with self._lock:
-            queued = self._pending.setdefault(group, [])
-            queued.append(event)
-            first = len(queued) == 1
-        if first:
-            loop.call_soon_threadsafe(self._flush, group)
+            if self._queue is None or self._pid != os.getpid():
+                self._queue, self._pid = queue.SimpleQueue(), os.getpid()
+                threading.Thread(
+                    target=self._run, args=(self._queue,), name="trace-push", daemon=True
+                ).start()
+            pushes = self._queue
+        pushes.put((group, event))
 
-    def _flush(self, group: str) -> None:
-        with self._lock:
-            events = self._pending.pop(group, [])
-        layer = get_channel_layer()
-        if layer is None or not events:
-            return
-        message = {"type": "trace.batch", "events": events}
-        task = asyncio.ensure_future(layer.group_send(group, message))
-        task.add_done_callback(_log_failure)
+    def _run(self, pushes: queue.SimpleQueue[tuple[str, dict[str, Any]]]) -> None:
+        loop = asyncio.new_event_loop()
+        while True:
+            batches: dict[str, list[dict[str, Any]]] = {}
+            group, event = pushes.get()
+            while True:
+                batches.setdefault(group, []).append(event)
+                try:
+                    group, event = pushes.get_nowait()
+                except queue.Empty:
+                    break
+            try:
+                watched = _watched(batches)
+                if watched:
+                    loop.run_until_complete(_push(watched))
+            except Exception:  # the stream is lossy by design; readers catch up
+                log.warning("could not push trace events", exc_info=True)
 
 
-def _log_failure(future: asyncio.Future) -> None:
-    if future.exception() is not None:  # the stream is lossy by design; readers catch up
-        log.warning("could not push trace events", exc_info=future.exception())
+def _watched(batches: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
+    """The batches of the groups someone watches, in one round trip."""
+    with get_redis().pipeline(transaction=False) as pipe:
+        for group in batches:
+            pipe.exists(_watch_key(group))
+        seen = pipe.execute()
+    return {g: events for (g, events), yes in zip(batches.items(), seen, strict=True) if yes}
+
+
+async def _push(batches: dict[str, list[dict[str, Any]]]) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    sends = [
+        layer.group_send(group, {"type": "trace.batch", "events": events})
+        for group, events in batches.items()
+    ]
+    for failed in await asyncio.gather(*sends, return_exceptions=True):
+        if isinstance(failed, Exception):
+            log.warning("could not push trace events", exc_info=failed)
 
 
 _pusher = _Pusher()

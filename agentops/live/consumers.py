@@ -5,9 +5,9 @@ may watch; the socket is accepted and then closed with 4401 (not signed in) or 4
 run, or not one this user may watch: the two read the same). A foreign Origin is refused before
 the handshake (config.asgi).
 
-On connect the consumer joins the run's group first, then sends every event after the `after`
-sequence number the page already has (from the database), then whatever the group pushes, in
-order and without repeats. The group is only a fast path: a dropped push is read on reconnect.
+On connect the consumer marks the run watched (a run nobody watches is not pushed), joins the
+run's group, then sends every event after the `after` sequence number the page already has (from
+the database), then whatever the group pushes, in order and without repeats. The group is only a fast path: a dropped push is read on reconnect.
 Events go out as JSON, or with `format=html` as the run card's server-rendered fragments (out
 of band swaps for the htmx ws extension) in the page's `lang`.
 """
@@ -17,13 +17,14 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qs
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
 from agentops import selectors
 from agentops.cards import event_fragment
-from agentops.trace import run_group
+from agentops.trace import run_group, unwatch, watch
 
 NOT_SIGNED_IN = 4401
 NOT_YOURS = 4404
@@ -53,6 +54,8 @@ class RunTraceConsumer(AsyncJsonWebsocketConsumer):
         self.language = wanted if wanted in languages else settings.LANGUAGE_CODE
         self.html = query.get("format", [""])[0] == "html"
         self.run_id = run_id
+        # Watched first, then in the group, then the database: no event falls between.
+        await sync_to_async(watch, thread_sensitive=False)(run_group(run_id), self.channel_name)
         await self.channel_layer.group_add(run_group(self.run_id), self.channel_name)
         backlog = await database_sync_to_async(selectors.run_events_after)(
             run_id=self.run_id, after=self.last_seq
@@ -62,7 +65,9 @@ class RunTraceConsumer(AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "run_id"):
-            await self.channel_layer.group_discard(run_group(self.run_id), self.channel_name)
+            group = run_group(self.run_id)
+            await self.channel_layer.group_discard(group, self.channel_name)
+            await sync_to_async(unwatch, thread_sensitive=False)(group, self.channel_name)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """The stream is one-way: nothing a client sends changes a run."""

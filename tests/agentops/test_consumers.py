@@ -8,16 +8,21 @@ import json
 import uuid
 
 import pytest
+from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from agentops.execution.recorder import call_direct
-from agentops.models import Action, AgentRun
+from agentops.models import Action, AgentRun, TraceEvent
+from agentops.redis_client import get_redis
 from agentops.runtime.runs import run_start
-from agentops.trace import event_json
+from agentops.trace import event_json, run_group, trace_append
+from agentops.trace import unwatch as trace_unwatch
+from agentops.trace import watch as trace_watch
 from approvals.models import ApprovalRequest
 from config.asgi import application
 from tests.accounts.factories import APPROVERS, EMPLOYEES, user_create
+from tests.agentops.audit_factories import run_create
 from tests.agentops.conftest import release_faults, wait_for_run, wait_until
 from tests.conftest import ENG, slot
 
@@ -270,3 +275,53 @@ def test_the_card_form_sends_server_rendered_fragments_in_the_page_language(e17)
     assert 'data-last-seq="4"' in fragments[3]
     assert 'data-kind="run_finished"' in fragments[3]
     assert 'id="run-reply"' in fragments[3]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_only_a_watched_run_is_pushed(e17):
+    """A run nobody watches costs no push; once watched, its events are pushed; once the last
+    watcher has gone, they are not any more. (The database holds every event either way.)"""
+    watched, unwatched = run_create(e17, status="running"), run_create(e17, status="running")
+
+    async def scenario():
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        for run in (watched, unwatched):
+            await layer.group_add(run_group(run.pk), channel)
+        await asyncio.to_thread(trace_watch, run_group(watched.pk), channel)
+        for run, name in ((unwatched, "unwatched"), (watched, "watched")):  # in this order
+            await asyncio.to_thread(trace_append, run=run, kind="gate", payload={"run": name})
+        pushed = await asyncio.wait_for(layer.receive(channel), 5)
+        await asyncio.to_thread(trace_unwatch, run_group(watched.pk), channel)
+        await asyncio.to_thread(trace_append, run=watched, kind="gate", payload={"run": "gone"})
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(layer.receive(channel), 1)
+        return pushed
+
+    pushed = asyncio.run(scenario())
+    assert [e["seq"] for e in pushed["events"]] == [2]
+    assert pushed["events"][0]["payload"] == {"run": "watched"}
+    assert {e.run_id for e in TraceEvent.objects.filter(kind="gate")} == {watched.pk, unwatched.pk}
+    assert watched.events.count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_open_socket_marks_its_run_watched_until_it_closes(e17):
+    run = finished_run(e17)
+    headers = session_headers(e17)
+    key = f"agentops:watchers:{run_group(run.pk)}"
+
+    async def scenario():
+        first, connected, _ = await connect(f"/ws/runs/{run.pk}/", headers)
+        second, also, _ = await connect(f"/ws/runs/{run.pk}/", headers)
+        assert connected and also
+        await first.receive_from(timeout=5)  # connected: marked before the backlog was sent
+        await second.receive_from(timeout=5)
+        both = get_redis().scard(key)
+        await first.disconnect()
+        one = get_redis().scard(key)
+        await second.disconnect()
+        return both, one
+
+    assert asyncio.run(scenario()) == (2, 1)
+    assert not get_redis().exists(key)

@@ -5,8 +5,13 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from django.contrib.auth.models import Group
+from django.utils import timezone
 
-from agentops.rows import action_same_succeeded
+from accounts.selectors import user_roles
+from agentops.models import AgentRun
+from agentops.rows import action_same_succeeded, turn_claim
+from tests.accounts.factories import ADMINS, APPROVERS, EMPLOYEES
 from tests.agentops.audit_factories import action_create, run_create
 
 pytestmark = pytest.mark.django_db
@@ -45,3 +50,65 @@ def test_a_write_finds_the_same_call_the_run_already_succeeded_with(e17, e23):
     )
     assert action_same_succeeded(done).pk == copy.pk  # never itself
     assert action_same_succeeded(failed) is None
+
+
+def claim(run, turn: int, *, now=None, max_turns: int = 8):
+    return turn_claim(run.pk, turn, now=now or timezone.now(), max_turns=max_turns)
+
+
+def test_a_turn_claim_reads_the_run_its_subject_and_their_roles_as_the_orm_would(approver):
+    run = run_create(approver, status="running")
+    approver.groups.remove(Group.objects.get(name=APPROVERS))  # the roles as of the claim
+
+    claimed = claim(run, 1)
+
+    assert claimed is not None
+    got, roles = claimed
+    want = AgentRun.objects.select_related("subject").get(pk=run.pk)
+    assert want.turn == 1  # the claim took the turn
+    for field in AgentRun._meta.concrete_fields:
+        assert getattr(got, field.attname) == getattr(want, field.attname), field.name
+    for field in type(want.subject)._meta.concrete_fields:
+        assert getattr(got.subject, field.attname) == getattr(want.subject, field.attname)
+    assert roles == user_roles(user=want.subject) == {EMPLOYEES}
+
+
+def test_a_superusers_claim_carries_the_admin_role(admin_user):
+    _, roles = claim(run_create(admin_user, status="running"), 1)
+    assert roles == user_roles(user=admin_user) == {EMPLOYEES, ADMINS}
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["duplicate", "early", "not running", "call open", "proposed", "turns spent", "deadline"],
+)
+def test_a_turn_that_is_not_there_to_take_is_not_claimed_and_nothing_changes(e17, case):
+    run = run_create(e17, status="succeeded" if case == "not running" else "running")
+    now, turn, max_turns = timezone.now(), 1, 8
+    if case == "duplicate":  # turn 1 delivered again after the run went on to turn 2
+        AgentRun.objects.filter(pk=run.pk).update(turn=2)
+    elif case == "early":
+        turn = 3
+    elif case == "call open":
+        action_create(run, status="running")
+        turn = 2
+        AgentRun.objects.filter(pk=run.pk).update(turn=1)
+    elif case == "proposed":  # this turn's claim was taken and a call proposed under it
+        AgentRun.objects.filter(pk=run.pk).update(turn=1)
+        action_create(run, status="succeeded")
+    elif case == "turns spent":
+        max_turns = 0
+    elif case == "deadline":
+        now = run.deadline
+    before = AgentRun.objects.values().get(pk=run.pk)
+
+    assert claim(run, turn, now=now, max_turns=max_turns) is None
+    assert AgentRun.objects.values().get(pk=run.pk) == before
+
+
+def test_a_claim_the_runs_budgets_bound_uses_them_over_the_default(e17):
+    run = run_create(e17, status="running")
+    AgentRun.objects.filter(pk=run.pk).update(budgets={"max_turns": 1}, turn=1)
+    assert claim(run, 2, max_turns=8) is None
+    AgentRun.objects.filter(pk=run.pk).update(budgets={"max_turns": 2})
+    assert claim(run, 2, max_turns=8) is not None

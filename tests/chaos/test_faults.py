@@ -152,7 +152,7 @@ def channel_layer_delivers_worker_events(user, attempts: int = 5) -> int:
     from channels.layers import get_channel_layer
     from redis.exceptions import RedisError
 
-    from agentops.trace import run_group
+    from agentops.trace import run_group, watch
 
     async def listen(n: int) -> bool:
         layer = get_channel_layer()
@@ -161,6 +161,7 @@ def channel_layer_delivers_worker_events(user, attempts: int = 5) -> int:
         run = await database_sync_to_async(run_start)(
             user=user, request_text=booking_request(start, end)
         )
+        await database_sync_to_async(watch)(run_group(run.pk), channel)  # as the page does
         await layer.group_add(run_group(run.pk), channel)
         deadline = time.monotonic() + 15
         while (left := deadline - time.monotonic()) > 0:
