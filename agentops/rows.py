@@ -170,8 +170,8 @@ def set_items(instance: Model, names: Iterable[str]) -> tuple[list[str], list[An
     return items, values
 
 
-def row_save(instance: Model, names: Iterable[str]) -> None:
-    """``instance.save(update_fields=names)`` in one statement."""
+def update_statement(instance: Model, names: Iterable[str]) -> tuple[str, list[Any]]:
+    """The UPDATE that ``instance.save(update_fields=names)`` sends, and its parameters."""
     items, values = set_items(instance, names)
     meta = instance._meta
     sql = _UPDATE_SQL.format(
@@ -179,13 +179,13 @@ def row_save(instance: Model, names: Iterable[str]) -> None:
         sets=", ".join(items),
         pk=connection.ops.quote_name(meta.pk.column),
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*values, instance.pk])
+    return sql, [*values, instance.pk]
 
 
-def row_insert(instance: Model) -> None:
-    """``instance.save(force_insert=True)`` in one statement: every concrete field as the ORM
-    prepares it (defaults already set on the instance, auto_now_add filled in)."""
+def insert_statement(instance: Model) -> tuple[str, list[Any]]:
+    """The INSERT of every concrete field of a new ``instance`` as the ORM prepares it
+    (defaults already set on the instance, auto_now_add filled in), and its parameters; once
+    it has run, ``inserted(instance)``."""
     meta = instance._meta
     fields = meta.concrete_fields
     values = [f.get_db_prep_save(f.pre_save(instance, add=True), connection) for f in fields]
@@ -194,10 +194,26 @@ def row_insert(instance: Model) -> None:
         columns=", ".join(connection.ops.quote_name(f.column) for f in fields),
         values=", ".join(["%s"] * len(fields)),
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, values)
+    return sql, values
+
+
+def inserted(instance: Model) -> None:
+    """Mark ``instance`` saved, as the ORM does after an insert."""
     instance._state.adding = False
     instance._state.db = DEFAULT_DB_ALIAS
+
+
+def row_save(instance: Model, names: Iterable[str]) -> None:
+    """``instance.save(update_fields=names)`` in one statement."""
+    with connection.cursor() as cursor:
+        cursor.execute(*update_statement(instance, names))
+
+
+def row_insert(instance: Model) -> None:
+    """``instance.save(force_insert=True)`` in one statement (insert_statement)."""
+    with connection.cursor() as cursor:
+        cursor.execute(*insert_statement(instance))
+    inserted(instance)
 
 
 def row_create(model: type[Model], **fields: Any) -> Any:

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from agentops.models import Action, AgentRun, TraceEvent
 from agentops.redis_client import get_redis
-from agentops.rows import set_items
+from agentops.rows import insert_statement, inserted, set_items, update_statement
 
 log = logging.getLogger(__name__)
 
@@ -131,10 +131,11 @@ _pusher = _Pusher()
 # One statement per event: number it under the run's row lock and insert it. (Two statements
 # through the ORM cost a round trip more for each of the ~12 events of a run; figure in
 # bench/README.md, "trace events".)
-# The run's own columns that changed with the event (a status move, a counter) go in the same
-# UPDATE: ``run_fields``.
+# What changed with the event goes in the same statement: the run's own columns (a status move,
+# a counter: ``run_fields``), and the event's action, a new one inserted (``action_insert``) or
+# a move of it saved (``action_fields``; runtime.transitions): one round trip, not two.
 _APPEND_SQL = """
-WITH numbered AS (
+WITH {action}numbered AS (
     UPDATE agentops_agentrun SET event_seq = event_seq + 1{sets} WHERE id = %s RETURNING event_seq
 )
 INSERT INTO agentops_traceevent (run_id, seq, kind, action_id, payload, created_at)
@@ -150,10 +151,13 @@ def trace_append(
     payload: dict[str, Any] | None = None,
     action: Action | None = None,
     run_fields: tuple[str, ...] = (),
+    action_fields: tuple[str, ...] = (),
+    action_insert: bool = False,
 ) -> TraceEvent:
-    """Append one event, saving ``run_fields`` of ``run`` in the same statement (a change of
-    the run and its event are one write). Locks the run row until the caller's transaction
-    ends (numbering); pushes it to the run's group after commit."""
+    """Append one event, saving in the same statement ``run_fields`` of ``run`` and either
+    ``action_fields`` of ``action`` or, with ``action_insert``, the new ``action`` itself (a
+    change and its event are one write). Locks the run row until the caller's transaction ends
+    (numbering); pushes the event to the run's group after commit."""
     event = TraceEvent(
         run=run,
         kind=kind,
@@ -163,10 +167,17 @@ def trace_append(
     )
     items, values = set_items(run, (*run_fields, "updated_at")) if run_fields else ([], [])
     sets = "".join(f", {item}" for item in items)
+    saved, saved_params = "", []
+    if action is not None and (action_insert or action_fields):
+        sql, saved_params = (
+            insert_statement(action) if action_insert else update_statement(action, action_fields)
+        )
+        saved = f"saved AS ({sql}), "
     with connection.cursor() as cursor:
         cursor.execute(
-            _APPEND_SQL.format(sets=sets),
+            _APPEND_SQL.format(action=saved, sets=sets),
             [
+                *saved_params,
                 *values,
                 run.pk,
                 run.pk,
@@ -177,6 +188,8 @@ def trace_append(
             ],
         )
         event.pk, event.seq = cursor.fetchone()
+    if action_insert:
+        inserted(action)
     run.event_seq = event.seq
     message = event_json(event)
     group = run_group(run.pk)

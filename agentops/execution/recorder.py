@@ -128,11 +128,10 @@ def begin_locked(run: AgentRun, action: Action, *, recheck: bool = True) -> Star
     spec = registry.get(action.tool)
     undo = action.compensates_id is not None
     if run.is_terminal or (run.status in ROLLBACK_RUN_STATUSES and not undo):
-        action_move(action, ActionStatus.CANCELLED)
-        trace_append(
-            run=run,
-            kind=EventKind.EXECUTION_SKIPPED,
-            action=action,
+        action_move(
+            action,
+            ActionStatus.CANCELLED,
+            event=EventKind.EXECUTION_SKIPPED,
             payload={"why": "run is terminal" if run.is_terminal else "run is rolling back"},
         )
         return None
@@ -145,44 +144,42 @@ def begin_locked(run: AgentRun, action: Action, *, recheck: bool = True) -> Star
     if refusal is not None and refusal.code in STALE_CODES:
         # A genuine approval that no longer fits: kept as evidence, the action frozen until a
         # fresh approval of the same intent against the current state.
-        action_move(action, ActionStatus.WAITING_APPROVAL, task_id="")
-        trace_append(
-            run=run,
-            kind=EventKind.APPROVAL_FROZEN,
-            action=action,
+        action_move(
+            action,
+            ActionStatus.WAITING_APPROVAL,
+            event=EventKind.APPROVAL_FROZEN,
             payload={"code": refusal.code, "message": refusal.message},
+            task_id="",
         )
         if run.status == RunStatus.RUNNING and run.kind != RunKind.MCP:
             run_move(run, RunStatus.WAITING_APPROVAL, payload={"turn": action.turn})
         return None
     if refusal is not None:
-        action_move(action, ActionStatus.REJECTED, result=refusal.envelope(), finished_at=now)
-        trace_append(
-            run=run,
-            kind=EventKind.PRECHECK_REFUSED,
-            action=action,
-            payload={"tool": action.tool, "refusal": action.result},
+        envelope = refusal.envelope()
+        action_move(
+            action,
+            ActionStatus.REJECTED,
+            event=EventKind.PRECHECK_REFUSED,
+            payload={"tool": action.tool, "refusal": envelope},
+            result=envelope,
+            finished_at=now,
         )
         action_settled(run, action)
         return None
+    run.tool_calls += 1
     action_move(
         action,
         ActionStatus.RUNNING,
-        started_at=now,
-        attempts=action.attempts + 1,
-        lease_expires_at=now + timedelta(seconds=spec.meta.timeout_s) + LEASE_GRACE,
-    )
-    run.tool_calls += 1
-    trace_append(
-        run=run,
-        kind=EventKind.EXECUTION_STARTED,
-        action=action,
+        event=EventKind.EXECUTION_STARTED,
         payload={
             "tool": action.tool,
-            "attempt": action.attempts,
+            "attempt": action.attempts + 1,
             "idempotency_key": action.idempotency_key,
         },
         run_fields=("tool_calls",),
+        started_at=now,
+        attempts=action.attempts + 1,
+        lease_expires_at=now + timedelta(seconds=spec.meta.timeout_s) + LEASE_GRACE,
     )
     faults: list[dict[str, Any]] = []
     if run.faults:  # which call of this tool this is, for injected faults only
@@ -300,30 +297,27 @@ def finish_locked(run: AgentRun, action: Action, called: Called) -> None:
         Signal.GREEN: ActionStatus.SUCCEEDED,
         Signal.UNKNOWN: ActionStatus.UNKNOWN_OUTCOME,
     }.get(signal, ActionStatus.QUEUED if retry else ActionStatus.FAILED)
-    action_move(
-        action,
-        to,
-        result=called.envelope,
-        finished_at=now,
-        duration_ms=int((now - action.started_at).total_seconds() * 1000),
-        lease_expires_at=None,
-    )
     if called.owns_key:
         if signal in (Signal.GREEN, Signal.RED):
             idempotency_complete(key=action.idempotency_key, response=called.envelope)
         elif signal == Signal.YELLOW:
             idempotency_release(key=action.idempotency_key)
-    trace_append(
-        run=run,
-        kind=EventKind.EXECUTION_FINISHED,
-        action=action,
+    duration_ms = int((now - action.started_at).total_seconds() * 1000)
+    action_move(
+        action,
+        to,
+        event=EventKind.EXECUTION_FINISHED,
         payload={
             "tool": action.tool,
             "attempt": action.attempts,
             "outcome": signal.value,
-            "duration_ms": action.duration_ms,
+            "duration_ms": duration_ms,
             "result": called.envelope,
         },
+        result=called.envelope,
+        finished_at=now,
+        duration_ms=duration_ms,
+        lease_expires_at=None,
     )
     if retry:
         delay = _backoff_s(action.attempts)

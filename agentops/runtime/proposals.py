@@ -15,7 +15,6 @@ from agentops.limits import refused_input, safe_text
 from agentops.models import Action, ActionStatus, AgentRun, EventKind
 from agentops.runtime import approval
 from agentops.runtime.transitions import action_create
-from agentops.trace import trace_append
 
 _STATUS = {
     gate.GateDecision.EXECUTE: ActionStatus.QUEUED,
@@ -92,11 +91,10 @@ def proposal_record(
             action.compensation = compensation_intent(spec, action.idempotency_key)
     else:
         action.result = verdict.error.envelope()
-    action_create(action, status)
-    trace_append(
-        run=run,
-        kind=EventKind.GATE,
-        action=action,
+    action_create(
+        action,
+        status,
+        event=EventKind.GATE,
         payload={
             "tool": action.tool,
             "call_index": index,

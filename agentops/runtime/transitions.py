@@ -146,22 +146,61 @@ def run_move(
     trace_append(run=run, kind=kind, payload=event, run_fields=tuple(fields))
 
 
-def action_move(action: Action, to: ActionStatus, **fields: Any) -> None:
-    """Move a saved action to ``to``, setting ``fields`` in the same UPDATE."""
+def action_move(
+    action: Action,
+    to: ActionStatus,
+    *,
+    event: EventKind | None = None,
+    payload: dict[str, Any] | None = None,
+    run_fields: tuple[str, ...] = (),
+    **fields: Any,
+) -> None:
+    """Move a saved action to ``to``, setting ``fields`` in the same UPDATE. With ``event``, the
+    move is saved by the statement that appends that event to the action's run (``payload``;
+    ``run_fields`` of the run saved too: trace_append)."""
     if to not in ACTION_MOVES[ActionStatus(action.status)]:
         raise IllegalMoveError(f"action {action.pk}: {action.status} -> {to}")
     action.status = to
     for name, value in fields.items():
         setattr(action, name, value)
-    row_save(action, ["status", *fields])
+    names = ("status", *fields)
+    if event is None:
+        row_save(action, names)
+        return
+    trace_append(
+        run=action.run,
+        kind=event,
+        payload=payload,
+        action=action,
+        action_fields=names,
+        run_fields=run_fields,
+    )
 
 
-def action_create(action: Action, status: ActionStatus) -> Action:
-    """Save a new action in one of the statuses actions are created in."""
+def action_create(
+    action: Action,
+    status: ActionStatus,
+    *,
+    event: EventKind | None = None,
+    payload: dict[str, Any] | None = None,
+    run_fields: tuple[str, ...] = (),
+) -> Action:
+    """Save a new action in one of the statuses actions are created in; with ``event``, in the
+    statement that appends that event (as action_move)."""
     if status not in ACTION_MOVES[None]:
         raise IllegalMoveError(f"an action cannot be created {status}")
     action.status = status
-    row_insert(action)
+    if event is None:
+        row_insert(action)
+    else:
+        trace_append(
+            run=action.run,
+            kind=event,
+            payload=payload,
+            action=action,
+            action_insert=True,
+            run_fields=run_fields,
+        )
     return action
 
 
