@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from agentops.models import ActionStatus, RunStatus
+from agentops.models import Action, ActionStatus, AgentRun, EventKind, RunStatus
 from agentops.runtime.transitions import (
     ACTION_MOVES,
     RUN_MOVES,
     IllegalMoveError,
+    action_create,
     action_move,
     run_move,
 )
+from tests.agentops.audit_factories import action_create as action_create_row
+from tests.agentops.audit_factories import run_create
 
 TERMINAL_RUN = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
 TERMINAL_ACTION = {
@@ -108,3 +113,68 @@ def test_a_rollback_never_ends_in_success_and_only_a_failed_undo_waits_for_a_hum
 
 def test_an_unknown_outcome_is_dropped_only_as_cancelled_never_failed():
     assert ActionStatus.CANCELLED in ACTION_MOVES[ActionStatus.UNKNOWN_OUTCOME]
+
+
+# --- an action's change and its event, one statement ------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_created_action_and_its_event_are_one_statement_and_read_back_as_saved(e17):
+    run = run_create(e17, status="running")
+    action = Action(run=run, turn=1, call_index=0, tool="find_available_rooms", params={"a": 1})
+
+    with CaptureQueriesContext(connection) as sql:
+        action_create(
+            action, ActionStatus.QUEUED, event=EventKind.GATE, payload={"decision": "execute"}
+        )
+
+    assert len(sql) == 1
+    assert not action._state.adding
+    saved = Action.objects.get(pk=action.pk)
+    assert (saved.status, saved.params, saved.run_id) == ("queued", {"a": 1}, run.pk)
+    event = run.events.get(seq=run.event_seq)
+    assert (event.kind, event.action_id, event.payload) == (
+        "gate",
+        action.pk,
+        {"decision": "execute"},
+    )
+
+
+@pytest.mark.django_db
+def test_an_action_move_and_its_event_save_the_move_the_run_fields_and_nothing_else(e17):
+    run = run_create(e17, status="running")
+    action = action_create_row(run, status="queued", params={"room_id": "R7"})
+    action.run = run
+    run.tool_calls += 1
+    run.goal = "changed in memory only"  # not a field named: not saved
+
+    with CaptureQueriesContext(connection) as sql:
+        action_move(
+            action,
+            ActionStatus.RUNNING,
+            event=EventKind.EXECUTION_STARTED,
+            payload={"attempt": 1},
+            run_fields=("tool_calls",),
+            attempts=1,
+        )
+
+    assert len(sql) == 1
+    saved = Action.objects.get(pk=action.pk)
+    assert (saved.status, saved.attempts, saved.params) == ("running", 1, {"room_id": "R7"})
+    fresh = AgentRun.objects.get(pk=run.pk)
+    assert (fresh.tool_calls, fresh.event_seq) == (1, run.event_seq)
+    assert fresh.goal != "changed in memory only"
+    event = fresh.events.get(seq=fresh.event_seq)
+    assert (event.kind, event.action_id) == ("execution_started", action.pk)
+
+
+@pytest.mark.django_db
+def test_an_illegal_move_with_an_event_writes_neither(e17):
+    run = run_create(e17, status="running")
+    action = action_create_row(run, status="succeeded")
+    action.run = run
+    events = run.events.count()
+    with pytest.raises(IllegalMoveError):
+        action_move(action, ActionStatus.RUNNING, event=EventKind.EXECUTION_STARTED, attempts=9)
+    assert Action.objects.get(pk=action.pk).status == "succeeded"
+    assert run.events.count() == events
