@@ -142,6 +142,13 @@ INSERT INTO agentops_traceevent (run_id, seq, kind, action_id, payload, created_
 SELECT %s, numbered.event_seq, %s, %s, %s::jsonb, %s FROM numbered
 RETURNING id, seq
 """
+# A new run and its first event (run_insert).
+_FIRST_SQL = """
+WITH created AS ({run})
+INSERT INTO agentops_traceevent (run_id, seq, kind, action_id, payload, created_at)
+VALUES (%s, 1, %s, %s, %s::jsonb, %s)
+RETURNING id, seq
+"""
 
 
 def trace_append(
@@ -153,11 +160,13 @@ def trace_append(
     run_fields: tuple[str, ...] = (),
     action_fields: tuple[str, ...] = (),
     action_insert: bool = False,
+    run_insert: bool = False,
 ) -> TraceEvent:
     """Append one event, saving in the same statement ``run_fields`` of ``run`` and either
     ``action_fields`` of ``action`` or, with ``action_insert``, the new ``action`` itself (a
-    change and its event are one write). Locks the run row until the caller's transaction ends
-    (numbering); pushes the event to the run's group after commit."""
+    change and its event are one write); with ``run_insert``, the new ``run`` is inserted with
+    this, its first event. Locks the run row until the caller's transaction ends (numbering);
+    pushes the event to the run's group after commit."""
     event = TraceEvent(
         run=run,
         kind=kind,
@@ -165,29 +174,36 @@ def trace_append(
         payload=payload or {},
         created_at=timezone.now(),
     )
-    items, values = set_items(run, (*run_fields, "updated_at")) if run_fields else ([], [])
-    sets = "".join(f", {item}" for item in items)
-    saved, saved_params = "", []
-    if action is not None and (action_insert or action_fields):
-        sql, saved_params = (
-            insert_statement(action) if action_insert else update_statement(action, action_fields)
-        )
-        saved = f"saved AS ({sql}), "
+    event_params = [
+        run.pk,
+        kind,
+        action.pk if action is not None else None,
+        json.dumps(event.payload),
+        event.created_at,
+    ]
+    if run_insert:
+        if action is not None or run_fields:
+            raise ValueError("a new run's first event saves nothing else")
+        run.event_seq = 1
+        sql, params = insert_statement(run)
+        statement, params = _FIRST_SQL.format(run=sql), [*params, *event_params]
+    else:
+        items, values = set_items(run, (*run_fields, "updated_at")) if run_fields else ([], [])
+        saved, saved_params = "", []
+        if action is not None and (action_insert or action_fields):
+            sql, saved_params = (
+                insert_statement(action)
+                if action_insert
+                else update_statement(action, action_fields)
+            )
+            saved = f"saved AS ({sql}), "
+        statement = _APPEND_SQL.format(action=saved, sets="".join(f", {i}" for i in items))
+        params = [*saved_params, *values, run.pk, *event_params]
     with connection.cursor() as cursor:
-        cursor.execute(
-            _APPEND_SQL.format(action=saved, sets=sets),
-            [
-                *saved_params,
-                *values,
-                run.pk,
-                run.pk,
-                kind,
-                action.pk if action is not None else None,
-                json.dumps(event.payload),
-                event.created_at,
-            ],
-        )
+        cursor.execute(statement, params)
         event.pk, event.seq = cursor.fetchone()
+    if run_insert:
+        inserted(run)
     if action_insert:
         inserted(action)
     run.event_seq = event.seq

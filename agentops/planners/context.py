@@ -7,12 +7,15 @@ from django.utils import timezone
 from accounts.selectors import user_roles
 from agentops import exports, registry
 from agentops.contract import Delegation, ModelContext, Observation
-from agentops.models import AgentRun
+from agentops.models import Action, AgentRun
 from agentops.rows import run_actions
 
 
-def build_context(run: AgentRun, *, roles: frozenset[str] | None = None) -> ModelContext:
-    """``roles``: the subject's roles if the caller has read them for this step already."""
+def build_context(
+    run: AgentRun, *, roles: frozenset[str] | None = None, actions: list[Action] | None = None
+) -> ModelContext:
+    """``roles``, ``actions``: the subject's roles and the run's actions if the caller has read
+    them for this step already."""
     user = run.subject
     delegation = Delegation.from_json(run.delegation)
     tools = [
@@ -22,7 +25,7 @@ def build_context(run: AgentRun, *, roles: frozenset[str] | None = None) -> Mode
     ]
     history = [
         Observation(turn=a.turn, tool=a.tool, arguments=a.params, result=a.result)
-        for a in run_actions(run)
+        for a in (run_actions(run) if actions is None else actions)
         if a.result is not None
     ]
     return ModelContext(

@@ -37,7 +37,7 @@ from agentops.models import (
     RunOutcome,
     RunStatus,
 )
-from agentops.rows import row_create, run_actions
+from agentops.rows import run_actions
 from agentops.runtime import approval
 from agentops.runtime.locks import lock_action, lock_run
 from agentops.runtime.queue import (
@@ -162,10 +162,11 @@ def run_start(
     delegation = reading.delegation
     if scope is not None:
         delegation = _narrowed(delegation, scope)
+    # The run and its first event are one statement (trace_append's run_insert); its first
+    # step is sent once that has committed.
     try:
         with transaction.atomic():
-            run = row_create(
-                AgentRun,
+            run = AgentRun(
                 idempotency_key=idempotency_key or "",
                 request_digest=digest,
                 subject=user,
@@ -182,6 +183,7 @@ def run_start(
             )
             trace_append(
                 run=run,
+                run_insert=True,
                 kind=EventKind.RUN_STARTED,
                 payload={
                     "subject": getattr(user, "employee_id", "") or user.pk,

@@ -63,7 +63,8 @@ def run_step(run_id: Any, turn: int) -> None:
         _unclaimed(run_id, turn)
         return
     run, roles = claimed  # the roles as of the claim: the context and the gate of this step
-    ctx = build_context(run, roles=roles)
+    # A first turn has no history: its claim found no call proposed in it, and none comes before.
+    ctx = build_context(run, roles=roles, actions=[] if turn == 1 else None)
     try:
         step = planner_for(run).propose(ctx)
     except Exception as exc:

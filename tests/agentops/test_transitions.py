@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from agentops.models import Action, ActionStatus, AgentRun, EventKind, RunStatus
 from agentops.runtime.transitions import (
@@ -15,6 +16,7 @@ from agentops.runtime.transitions import (
     action_move,
     run_move,
 )
+from agentops.trace import trace_append
 from tests.agentops.audit_factories import action_create as action_create_row
 from tests.agentops.audit_factories import run_create
 
@@ -178,3 +180,39 @@ def test_an_illegal_move_with_an_event_writes_neither(e17):
         action_move(action, ActionStatus.RUNNING, event=EventKind.EXECUTION_STARTED, attempts=9)
     assert Action.objects.get(pk=action.pk).status == "succeeded"
     assert run.events.count() == events
+
+
+@pytest.mark.django_db
+def test_a_new_run_and_its_first_event_are_one_statement(e17):
+    run = AgentRun(
+        subject=e17,
+        goal="g",
+        model_name="rules",
+        policy_version="p1",
+        delegation={},
+        deadline=timezone.now(),
+    )
+
+    with CaptureQueriesContext(connection) as sql:
+        event = trace_append(run=run, run_insert=True, kind=EventKind.RUN_STARTED, payload={"a": 1})
+
+    assert len(sql) == 1
+    assert not run._state.adding
+    assert (event.seq, run.event_seq) == (1, 1)
+    saved = AgentRun.objects.get(pk=run.pk)
+    assert (saved.event_seq, saved.goal, saved.subject_id) == (1, "g", e17.pk)
+    assert list(saved.events.values_list("seq", "kind", "payload")) == [
+        (1, "run_started", {"a": 1})
+    ]
+    trace_append(run=saved, kind=EventKind.GATE)  # the numbering goes on from there
+    assert list(saved.events.order_by("seq").values_list("seq", flat=True)) == [1, 2]
+
+
+@pytest.mark.django_db
+def test_a_new_runs_first_event_saves_nothing_else(e17):
+    fresh = AgentRun(subject=e17, goal="g", deadline=timezone.now())
+    with pytest.raises(ValueError, match="saves nothing else"):
+        trace_append(run=fresh, run_insert=True, kind=EventKind.GATE, run_fields=("status",))
+    with pytest.raises(ValueError, match="saves nothing else"):
+        trace_append(run=fresh, run_insert=True, kind=EventKind.GATE, action=Action())
+    assert not AgentRun.objects.filter(pk=fresh.pk).exists()
