@@ -86,6 +86,7 @@ class Started:
     args: BaseModel
     ctx: CallContext
     faults: list[dict[str, Any]]
+    alone: bool = False  # the only call of its turn: settled, the turn needs no read
 
 
 @dataclass(frozen=True)
@@ -122,9 +123,12 @@ def _precheck(run: AgentRun, action: Action, spec: ToolSpec, ctx: CallContext, a
     return None
 
 
-def begin_locked(run: AgentRun, action: Action, *, recheck: bool = True) -> Started | None:
+def begin_locked(
+    run: AgentRun, action: Action, *, recheck: bool = True, alone: bool = False
+) -> Started | None:
     """Start a queued action. The caller holds the run lock. None if it must not run (then it
-    is cancelled or refused, and the run goes on)."""
+    is cancelled or refused, and the run goes on). ``alone``: the caller proposed it as the
+    only call of its turn."""
     spec = registry.get(action.tool)
     undo = action.compensates_id is not None
     if run.is_terminal or (run.status in ROLLBACK_RUN_STATUSES and not undo):
@@ -185,7 +189,7 @@ def begin_locked(run: AgentRun, action: Action, *, recheck: bool = True) -> Star
     if run.faults:  # which call of this tool this is, for injected faults only
         call_number = sum(run.actions.filter(tool=action.tool).values_list("attempts", flat=True))
         faults = faults_for(run.faults, action.tool, call_number)
-    return Started(run, action, spec, args, ctx, faults)
+    return Started(run, action, spec, args, ctx, faults, alone)
 
 
 def action_begin(action_id: Any, *, run_id: Any = None) -> Started | None:
@@ -282,8 +286,9 @@ def _backoff_s(attempt: int) -> float:
     return min(MAX_BACKOFF_S, 0.05 * 2**attempt) * jitter * settings.AGENT_RETRY_BACKOFF_SCALE
 
 
-def finish_locked(run: AgentRun, action: Action, called: Called) -> None:
-    """Record an attempt's envelope. The caller holds the run lock; the action is running."""
+def finish_locked(run: AgentRun, action: Action, called: Called, *, alone: bool = False) -> None:
+    """Record an attempt's envelope. The caller holds the run lock; the action is running
+    (``alone``: the only call of its turn, Started.alone)."""
     now = timezone.now()
     signal = called.signal
     retry = (
@@ -328,10 +333,12 @@ def finish_locked(run: AgentRun, action: Action, called: Called) -> None:
             payload={"attempt": action.attempts + 1, "delay_ms": int(delay * 1000)},
         )
         enqueue_action(action.pk, countdown=delay, run_id=run.pk)
-    action_settled(run, action)
+    action_settled(run, action, alone=alone)
 
 
-def action_finish(action_id: Any, attempt: int, called: Called, *, run_id: Any = None) -> None:
+def action_finish(
+    action_id: Any, attempt: int, called: Called, *, run_id: Any = None, alone: bool = False
+) -> None:
     with transaction.atomic():
         locked = lock_action(action_id, run_id=run_id)
         if locked is None:
@@ -339,13 +346,17 @@ def action_finish(action_id: Any, attempt: int, called: Called, *, run_id: Any =
         run, action = locked
         if action.status != ActionStatus.RUNNING or action.attempts != attempt:
             return  # the sweeper took this attempt over
-        finish_locked(run, action, called)
+        finish_locked(run, action, called, alone=alone)
 
 
 def run_started(started: Started) -> None:
     """Make the call of a started action and record its outcome (its begin has committed)."""
     action_finish(
-        started.action.pk, started.action.attempts, action_call(started), run_id=started.run.pk
+        started.action.pk,
+        started.action.attempts,
+        action_call(started),
+        run_id=started.run.pk,
+        alone=started.alone,
     )
 
 

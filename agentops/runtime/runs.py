@@ -272,9 +272,11 @@ def advance_locked(run: AgentRun, turn: int, *, turn_actions: list[Action] | Non
             enqueue_action(action.pk, run_id=run.pk)
 
 
-def action_settled(run: AgentRun, action: Action) -> None:
+def action_settled(run: AgentRun, action: Action, *, alone: bool = False) -> None:
     """An action has finished an attempt (or was refused right before it): continue the run.
-    The caller holds the run lock and has moved the action already."""
+    The caller holds the run lock and has moved the action already. ``alone``: it was proposed
+    as the only call of its turn (a step's proposals are all made at once, and only a rollback,
+    which never runs again, adds calls to a turn), so the turn's actions are this one."""
     if run.status in ROLLBACK_RUN_STATUSES or action.compensates_id is not None:
         if action.status == ActionStatus.UNKNOWN_OUTCOME:
             enqueue_reconcile(action.pk)  # a rollback waits for what really happened
@@ -293,7 +295,7 @@ def action_settled(run: AgentRun, action: Action) -> None:
     elif run.kind == RunKind.DIRECT:
         _finish_direct(run, action)
     elif run.kind == RunKind.ASSISTANT:
-        advance_locked(run, action.turn)
+        advance_locked(run, action.turn, turn_actions=[action] if alone else None)
     # An MCP session run goes on: its client sends the next call.
 
 
