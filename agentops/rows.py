@@ -34,7 +34,16 @@ _RUN_SQL = (
     "SELECT {run}, {user} FROM agentops_agentrun r JOIN accounts_user u ON u.id = r.subject_id"
     " WHERE r.id = %s"
 )
-_ACTION_SQL = "SELECT {action} FROM agentops_action a WHERE a.id = %s AND a.run_id = %s"
+# The run, then its action, each locked, in one statement. The run's lock is taken inside the
+# CTE; the action's at the top of the outer query, which has no row to lock before the CTE has
+# given its own (the order of runtime.locks). Both rows are read from their lock, so each is
+# the latest version even after a wait (a plain join would read the action as of the
+# statement's start).
+_RUN_ACTION_SQL = (
+    "WITH r AS MATERIALIZED ({run_lock})"
+    " SELECT r.*, {action} FROM r, agentops_action a WHERE a.id = %s AND a.run_id = %s"
+    " FOR UPDATE OF a"
+)
 _ACTIONS_SQL = "SELECT {action} FROM agentops_action a WHERE a.run_id = %s"
 _ORDER = " ORDER BY a.turn, a.call_index"
 _SAME_SUCCEEDED = (
@@ -76,7 +85,9 @@ def _sql(name: str) -> str:
     return {
         "run": _RUN_SQL.format(run=run, user=user),
         "run_lock": _RUN_SQL.format(run=run, user=user) + " FOR UPDATE OF r",
-        "action_lock": _ACTION_SQL.format(action=action) + " FOR UPDATE",
+        "run_action_lock": _RUN_ACTION_SQL.format(
+            run_lock=_RUN_SQL.format(run=run, user=user) + " FOR UPDATE OF r", action=action
+        ),
         "actions": _ACTIONS_SQL.format(action=action) + _ORDER,
         "turn_actions": _ACTIONS_SQL.format(action=action) + " AND a.turn = %s" + _ORDER,
         "same_succeeded": _ACTIONS_SQL.format(action=action) + _SAME_SUCCEEDED,
@@ -128,15 +139,17 @@ def turn_claim(
     return run, roles_from(user=run.subject, names=rows[0][-1])
 
 
-def action_locked(action_id: Any, run: AgentRun) -> Action | None:
-    """The action of ``run``, locked until the transaction ends; None if it is not the run's."""
+def run_action_locked(run_id: Any, action_id: Any) -> tuple[AgentRun, Action] | None:
+    """The run (with its subject) and its action, both locked until the transaction ends, in
+    one statement; None if either is missing or the action is not the run's (the run, when it
+    exists, is locked all the same)."""
     _need_transaction()
-    rows = _fetch("action_lock", [action_id, run.pk])
+    rows = _fetch("run_action_lock", [run_id, action_id, run_id])
     if not rows:
         return None
-    action = sqlrows.instance(Action, rows[0])
+    run, run.subject, action = sqlrows.instances(rows[0], AgentRun, User, Action)
     action.run = run
-    return action
+    return run, action
 
 
 def run_actions(run: AgentRun, *, turn: int | None = None) -> list[Action]:

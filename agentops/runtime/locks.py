@@ -2,7 +2,8 @@
 
 A transaction that needs both always locks the run first, so run-level work (a step, a cancel)
 and action-level work (execution, reconciliation) never deadlock. (The statements are
-agentops.rows': one prepared statement each, not the ORM's select_for_update.)
+agentops.rows': prepared statements, not the ORM's select_for_update; the run and its action
+are locked in that order by one statement.)
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentops.models import Action, AgentRun
-from agentops.rows import action_locked, run_with_subject
+from agentops.rows import run_action_locked, run_with_subject
 
 
 def lock_run(run_id: Any) -> AgentRun:
@@ -28,8 +29,4 @@ def lock_action(action_id: Any, *, run_id: Any = None) -> tuple[AgentRun, Action
         run_id = Action.objects.filter(pk=action_id).values_list("run_id", flat=True).first()
         if run_id is None:
             return None
-    run = run_with_subject(run_id, lock=True)
-    if run is None:
-        return None
-    action = action_locked(action_id, run)
-    return None if action is None else (run, action)
+    return run_action_locked(run_id, action_id)

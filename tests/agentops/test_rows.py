@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 
 import pytest
 from django.contrib.auth.models import Group
+from django.db import connection, transaction
 from django.utils import timezone
 
 from accounts.selectors import user_roles
-from agentops.models import AgentRun
-from agentops.rows import action_same_succeeded, turn_claim
+from agentops.models import Action, AgentRun
+from agentops.rows import action_same_succeeded, run_action_locked, turn_claim
 from tests.accounts.factories import ADMINS, APPROVERS, EMPLOYEES
 from tests.agentops.audit_factories import action_create, run_create
 
@@ -112,3 +115,61 @@ def test_a_claim_the_runs_budgets_bound_uses_them_over_the_default(e17):
     assert claim(run, 2, max_turns=8) is None
     AgentRun.objects.filter(pk=run.pk).update(budgets={"max_turns": 2})
     assert claim(run, 2, max_turns=8) is not None
+
+
+def test_the_run_and_its_action_are_locked_and_read_as_the_orm_would(e17, e23):
+    run = run_create(e17, status="running")
+    action = action_create(run, tool="reserve_room", status="running")
+    theirs = action_create(run_create(e23, status="running"))
+
+    with transaction.atomic():
+        got = run_action_locked(run.pk, action.pk)
+        assert got is not None
+        got_run, got_action = got
+        for want, have in ((AgentRun.objects.get(pk=run.pk), got_run), (action, got_action)):
+            for field in type(want)._meta.concrete_fields:
+                assert getattr(have, field.attname) == getattr(want, field.attname), field.name
+        assert got_run.subject.username == "e17"
+        assert got_action.run is got_run
+        assert run_action_locked(run.pk, theirs.pk) is None  # not this run's
+        assert run_action_locked(uuid.uuid4(), action.pk) is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_lock_that_waited_reads_what_the_holder_committed(e17):
+    """Both rows come from their own lock: after waiting for a transaction that changed the
+    run and the action, the statement returns their new versions, not those of its start."""
+    run = run_create(e17, status="running")
+    action = action_create(run, status="running")
+    locked, waiting = threading.Event(), threading.Event()
+    seen: dict[str, object] = {}
+
+    def holder() -> None:
+        try:
+            with transaction.atomic():
+                run_action_locked(run.pk, action.pk)
+                locked.set()
+                waiting.wait(5)
+                time.sleep(0.3)  # the other side is blocked on the lock by now
+                Action.objects.filter(pk=action.pk).update(status="succeeded")
+                AgentRun.objects.filter(pk=run.pk).update(tool_calls=7)
+        finally:
+            connection.close()
+
+    def waiter() -> None:
+        try:
+            locked.wait(5)
+            waiting.set()
+            with transaction.atomic():
+                got = run_action_locked(run.pk, action.pk)
+                assert got is not None
+                seen["status"], seen["tool_calls"] = got[1].status, got[0].tool_calls
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=holder), threading.Thread(target=waiter)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert seen == {"status": "succeeded", "tool_calls": 7}
