@@ -58,7 +58,7 @@ _SAME_SUCCEEDED = (
 # with nothing proposed yet: a step that died after its claim). Through the ORM (a filtered
 # update with two Exists subqueries) the claim alone cost ~4 ms per step on the 2-core
 # machine, 3 of them compiling the query; with the read and the roles it replaces, three round
-# trips become one (bench/README.md, "runtime overhead").
+# trips become one (bench/README.md, "Fewer round trips per run").
 _CLAIM_SQL = """
 UPDATE agentops_agentrun AS r SET turn = %(turn)s, updated_at = %(now)s
   FROM accounts_user AS u

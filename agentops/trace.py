@@ -62,13 +62,14 @@ class _Pusher:
     a fork.
 
     A group's events are pushed only while someone watches it (watch): the check is one
-    Redis command, where a push to an empty group costs the channel layer's two and an event
-    loop's turn, about 0.3 ms of the worker's CPU per event for a run nobody looks at
-    (bench/README.md, "trace events"). No event is missed: a watcher marks the group before it
-    joins it and reads the database, and the check follows the event's commit, so an event
-    either was committed before that read or finds the mark. Events queued for one group before
-    the thread gets to them go out as one message (the events of a transaction are queued back
-    to back by its on_commit callbacks)."""
+    Redis command for all the groups queued, where a push to an empty group cost the channel
+    layer's two commands and a turn of the event loop (12% of the worker's CPU in a py-spy
+    profile of 16-run batches, ~0.35 ms per commit; bench/README.md, "Fewer round trips per
+    run"). No event is missed: a watcher marks the group before it joins it and reads the
+    database, and the check follows the event's commit, so an event either was committed before
+    that read or finds the mark. Events queued for one group before the thread gets to them go
+    out as one message (the events of a transaction are queued back to back by its on_commit
+    callbacks)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
