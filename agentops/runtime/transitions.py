@@ -163,18 +163,7 @@ def action_move(
     action.status = to
     for name, value in fields.items():
         setattr(action, name, value)
-    names = ("status", *fields)
-    if event is None:
-        row_save(action, names)
-        return
-    trace_append(
-        run=action.run,
-        kind=event,
-        payload=payload,
-        action=action,
-        action_fields=names,
-        run_fields=run_fields,
-    )
+    _save(action, ("status", *fields), event=event, payload=payload, run_fields=run_fields)
 
 
 def action_create(
@@ -190,18 +179,34 @@ def action_create(
     if status not in ACTION_MOVES[None]:
         raise IllegalMoveError(f"an action cannot be created {status}")
     action.status = status
-    if event is None:
+    _save(action, None, event=event, payload=payload, run_fields=run_fields)
+    return action
+
+
+def _save(
+    action: Action,
+    names: tuple[str, ...] | None,
+    *,
+    event: EventKind | None,
+    payload: dict[str, Any] | None,
+    run_fields: tuple[str, ...],
+) -> None:
+    """Save ``names`` of the action (None: insert it), in the statement that appends ``event``
+    to its run when there is one."""
+    if event is None and names is None:
         row_insert(action)
+    elif event is None:
+        row_save(action, names)
     else:
         trace_append(
             run=action.run,
             kind=event,
             payload=payload,
             action=action,
-            action_insert=True,
+            action_fields=names or (),
+            action_insert=names is None,
             run_fields=run_fields,
         )
-    return action
 
 
 def actions_cancel_unstarted(run: AgentRun) -> int:
