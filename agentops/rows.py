@@ -141,8 +141,7 @@ def turn_claim(
 
 def run_action_locked(run_id: Any, action_id: Any) -> tuple[AgentRun, Action] | None:
     """The run (with its subject) and its action, both locked until the transaction ends, in
-    one statement; None if either is missing or the action is not the run's (the run, when it
-    exists, is locked all the same)."""
+    one statement; None if either is missing or the action is not the run's."""
     _need_transaction()
     rows = _fetch("run_action_lock", [run_id, action_id, run_id])
     if not rows:

@@ -38,6 +38,7 @@ def event_json(event: TraceEvent) -> dict[str, Any]:
 
 
 WATCH_TTL_S = 86400  # as the channel layer's group membership: a watcher that died unannounced
+PUSH_TIMEOUT_S = 10  # one batch of pushes, at most (the channel layer's socket timeout)
 
 
 def _watch_key(group: str) -> str:
@@ -74,15 +75,18 @@ class _Pusher:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._queue: queue.SimpleQueue[tuple[str, dict[str, Any]]] | None = None
+        self._thread: threading.Thread | None = None
         self._pid = 0
 
     def send(self, group: str, event: dict[str, Any]) -> None:
         with self._lock:
             if self._queue is None or self._pid != os.getpid():
                 self._queue, self._pid = queue.SimpleQueue(), os.getpid()
-                threading.Thread(
+            if self._thread is None or not self._thread.is_alive():  # a fork, or it died
+                self._thread = threading.Thread(
                     target=self._run, args=(self._queue,), name="trace-push", daemon=True
-                ).start()
+                )
+                self._thread.start()
             pushes = self._queue
         pushes.put((group, event))
 
@@ -99,8 +103,8 @@ class _Pusher:
                     break
             try:
                 watched = _watched(batches)
-                if watched:
-                    loop.run_until_complete(_push(watched))
+                if watched:  # bounded: a stalled Redis holds up the pushes no longer
+                    loop.run_until_complete(asyncio.wait_for(_push(watched), PUSH_TIMEOUT_S))
             except Exception:  # the stream is lossy by design; readers catch up
                 log.warning("could not push trace events", exc_info=True)
 

@@ -136,6 +136,7 @@ def begin_locked(
             action,
             ActionStatus.CANCELLED,
             event=EventKind.EXECUTION_SKIPPED,
+            run=run,
             payload={"why": "run is terminal" if run.is_terminal else "run is rolling back"},
         )
         return None
@@ -152,6 +153,7 @@ def begin_locked(
             action,
             ActionStatus.WAITING_APPROVAL,
             event=EventKind.APPROVAL_FROZEN,
+            run=run,
             payload={"code": refusal.code, "message": refusal.message},
             task_id="",
         )
@@ -164,6 +166,7 @@ def begin_locked(
             action,
             ActionStatus.REJECTED,
             event=EventKind.PRECHECK_REFUSED,
+            run=run,
             payload={"tool": action.tool, "refusal": envelope},
             result=envelope,
             finished_at=now,
@@ -175,6 +178,7 @@ def begin_locked(
         action,
         ActionStatus.RUNNING,
         event=EventKind.EXECUTION_STARTED,
+        run=run,
         payload={
             "tool": action.tool,
             "attempt": action.attempts + 1,
@@ -312,6 +316,7 @@ def finish_locked(run: AgentRun, action: Action, called: Called, *, alone: bool 
         action,
         to,
         event=EventKind.EXECUTION_FINISHED,
+        run=run,
         payload={
             "tool": action.tool,
             "attempt": action.attempts,

@@ -7,13 +7,14 @@ the handshake (config.asgi).
 
 On connect the consumer marks the run watched (a run nobody watches is not pushed), joins the
 run's group, then sends every event after the `after` sequence number the page already has (from
-the database), then whatever the group pushes, in order and without repeats. The group is only a fast path: a dropped push is read on reconnect.
-Events go out as JSON, or with `format=html` as the run card's server-rendered fragments (out
+the database), then whatever the group pushes, in order and without repeats. The group is only
+a fast path: a dropped push is read on reconnect. Events go out as JSON, or with `format=html` as the run card's server-rendered fragments (out
 of band swaps for the htmx ws extension) in the page's `lang`.
 """
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -56,18 +57,26 @@ class RunTraceConsumer(AsyncJsonWebsocketConsumer):
         self.run_id = run_id
         # Watched first, then in the group, then the database: no event falls between.
         await sync_to_async(watch, thread_sensitive=False)(run_group(run_id), self.channel_name)
-        await self.channel_layer.group_add(run_group(self.run_id), self.channel_name)
-        backlog = await database_sync_to_async(selectors.run_events_after)(
-            run_id=self.run_id, after=self.last_seq
-        )
-        for event in backlog:
-            await self._send_event(event)
+        try:
+            await self.channel_layer.group_add(run_group(self.run_id), self.channel_name)
+            backlog = await database_sync_to_async(selectors.run_events_after)(
+                run_id=self.run_id, after=self.last_seq
+            )
+            for event in backlog:
+                await self._send_event(event)
+        except BaseException:  # no disconnect follows a failed connect: leave no mark behind
+            with contextlib.suppress(Exception):
+                await self._leave()
+            raise
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "run_id"):
-            group = run_group(self.run_id)
-            await self.channel_layer.group_discard(group, self.channel_name)
-            await sync_to_async(unwatch, thread_sensitive=False)(group, self.channel_name)
+            await self._leave()
+
+    async def _leave(self) -> None:
+        group = run_group(self.run_id)
+        await self.channel_layer.group_discard(group, self.channel_name)
+        await sync_to_async(unwatch, thread_sensitive=False)(group, self.channel_name)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """The stream is one-way: nothing a client sends changes a run."""

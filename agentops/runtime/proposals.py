@@ -95,6 +95,7 @@ def proposal_record(
         action,
         status,
         event=EventKind.GATE,
+        run=run,
         payload={
             "tool": action.tool,
             "call_index": index,

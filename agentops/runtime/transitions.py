@@ -152,18 +152,20 @@ def action_move(
     *,
     event: EventKind | None = None,
     payload: dict[str, Any] | None = None,
+    run: AgentRun | None = None,
     run_fields: tuple[str, ...] = (),
     **fields: Any,
 ) -> None:
     """Move a saved action to ``to``, setting ``fields`` in the same UPDATE. With ``event``, the
     move is saved by the statement that appends that event to the action's run (``payload``;
-    ``run_fields`` of the run saved too: trace_append)."""
+    ``run_fields`` of ``run``, the caller's locked instance of it, saved too: trace_append)."""
     if to not in ACTION_MOVES[ActionStatus(action.status)]:
         raise IllegalMoveError(f"action {action.pk}: {action.status} -> {to}")
     action.status = to
     for name, value in fields.items():
         setattr(action, name, value)
-    _save(action, ("status", *fields), event=event, payload=payload, run_fields=run_fields)
+    names = ("status", *fields)
+    _save(action, names, event=event, payload=payload, run=run, run_fields=run_fields)
 
 
 def action_create(
@@ -172,6 +174,7 @@ def action_create(
     *,
     event: EventKind | None = None,
     payload: dict[str, Any] | None = None,
+    run: AgentRun | None = None,
     run_fields: tuple[str, ...] = (),
 ) -> Action:
     """Save a new action in one of the statuses actions are created in; with ``event``, in the
@@ -179,7 +182,7 @@ def action_create(
     if status not in ACTION_MOVES[None]:
         raise IllegalMoveError(f"an action cannot be created {status}")
     action.status = status
-    _save(action, None, event=event, payload=payload, run_fields=run_fields)
+    _save(action, None, event=event, payload=payload, run=run, run_fields=run_fields)
     return action
 
 
@@ -189,17 +192,18 @@ def _save(
     *,
     event: EventKind | None,
     payload: dict[str, Any] | None,
+    run: AgentRun | None,
     run_fields: tuple[str, ...],
 ) -> None:
     """Save ``names`` of the action (None: insert it), in the statement that appends ``event``
-    to its run when there is one."""
+    to its run when there is one (``run``: the caller's instance of it; else the action's)."""
     if event is None and names is None:
         row_insert(action)
     elif event is None:
         row_save(action, names)
     else:
         trace_append(
-            run=action.run,
+            run=action.run if run is None else run,
             kind=event,
             payload=payload,
             action=action,

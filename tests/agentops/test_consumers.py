@@ -12,6 +12,7 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
+from agentops import selectors, trace
 from agentops.execution.recorder import call_direct
 from agentops.models import Action, AgentRun, TraceEvent
 from agentops.redis_client import get_redis
@@ -306,6 +307,59 @@ def test_only_a_watched_run_is_pushed(e17):
 
 
 @pytest.mark.django_db(transaction=True)
+def test_the_push_thread_goes_on_after_a_failed_check(e17, monkeypatch):
+    """A Redis error in one batch's check loses that push (readers catch up from the
+    database), not the pushes after it."""
+    run = run_create(e17, status="running")
+    real, failures = trace._watched, []
+
+    def flaky(batches):
+        if any(e["payload"] == {"n": "lost"} for events in batches.values() for e in events):
+            failures.append(batches)
+            raise ConnectionError("redis went away")
+        return real(batches)
+
+    monkeypatch.setattr(trace, "_watched", flaky)
+
+    async def scenario():
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        await layer.group_add(run_group(run.pk), channel)
+        await asyncio.to_thread(trace_watch, run_group(run.pk), channel)
+        await asyncio.to_thread(trace_append, run=run, kind="gate", payload={"n": "lost"})
+        await asyncio.sleep(0.5)
+        await asyncio.to_thread(trace_append, run=run, kind="gate", payload={"n": "after"})
+        return await asyncio.wait_for(layer.receive(channel), 5)
+
+    pushed = asyncio.run(scenario())
+    assert failures
+    assert [e["payload"] for e in pushed["events"]] == [{"n": "after"}]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_socket_marks_its_run_before_it_reads_the_database(e17, monkeypatch):
+    run = finished_run(e17)
+    headers = session_headers(e17)
+    key = f"agentops:watchers:{run_group(run.pk)}"
+    real, marked = selectors.run_events_after, []
+
+    def reading(**kwargs):
+        marked.append(bool(get_redis().exists(key)))
+        return real(**kwargs)
+
+    monkeypatch.setattr(selectors, "run_events_after", reading)
+
+    async def scenario():
+        comm, connected, _ = await connect(f"/ws/runs/{run.pk}/", headers)
+        assert connected
+        await comm.receive_from(timeout=5)
+        await comm.disconnect()
+
+    asyncio.run(scenario())
+    assert marked == [True]
+
+
+@pytest.mark.django_db(transaction=True)
 def test_an_open_socket_marks_its_run_watched_until_it_closes(e17):
     run = finished_run(e17)
     headers = session_headers(e17)
@@ -315,7 +369,7 @@ def test_an_open_socket_marks_its_run_watched_until_it_closes(e17):
         first, connected, _ = await connect(f"/ws/runs/{run.pk}/", headers)
         second, also, _ = await connect(f"/ws/runs/{run.pk}/", headers)
         assert connected and also
-        await first.receive_from(timeout=5)  # connected: marked before the backlog was sent
+        await first.receive_from(timeout=5)
         await second.receive_from(timeout=5)
         both = get_redis().scard(key)
         await first.disconnect()

@@ -135,6 +135,22 @@ def test_the_run_and_its_action_are_locked_and_read_as_the_orm_would(e17, e23):
         assert run_action_locked(uuid.uuid4(), action.pk) is None
 
 
+def blocked_on_a_lock(timeout: float) -> None:
+    """Wait until another session of this database waits for a row lock."""
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
+            )
+            if cursor.fetchone()[0]:
+                return
+            time.sleep(0.01)
+    raise AssertionError("the other session never waited for the lock")
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_lock_that_waited_reads_what_the_holder_committed(e17):
     """Both rows come from their own lock: after waiting for a transaction that changed the
@@ -150,7 +166,7 @@ def test_a_lock_that_waited_reads_what_the_holder_committed(e17):
                 run_action_locked(run.pk, action.pk)
                 locked.set()
                 waiting.wait(5)
-                time.sleep(0.3)  # the other side is blocked on the lock by now
+                blocked_on_a_lock(timeout=5)  # the other side has started and waits for us
                 Action.objects.filter(pk=action.pk).update(status="succeeded")
                 AgentRun.objects.filter(pk=run.pk).update(tool_calls=7)
         finally:
