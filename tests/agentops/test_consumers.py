@@ -8,6 +8,7 @@ import json
 import uuid
 
 import pytest
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import Client
@@ -246,7 +247,7 @@ def test_a_socket_gets_no_events_of_other_runs(worker, e17, e23):
         comm, connected, _ = await connect(f"/ws/runs/{mine.pk}/", headers)
         assert connected
         release_faults(theirs.pk)  # their run pushes while mine is open
-        await asyncio.to_thread(wait_for_run, theirs.pk)
+        await database_sync_to_async(wait_for_run)(theirs.pk)  # its session back to the pool
         release_faults(mine.pk)
         events = await receive_until(comm, "run_finished")
         assert await comm.receive_nothing(timeout=0.5)
@@ -291,10 +292,12 @@ def test_only_a_watched_run_is_pushed(e17):
             await layer.group_add(run_group(run.pk), channel)
         await asyncio.to_thread(trace_watch, run_group(watched.pk), channel)
         for run, name in ((unwatched, "unwatched"), (watched, "watched")):  # in this order
-            await asyncio.to_thread(trace_append, run=run, kind="gate", payload={"run": name})
+            await database_sync_to_async(trace_append)(run=run, kind="gate", payload={"run": name})
         pushed = await asyncio.wait_for(layer.receive(channel), 5)
         await asyncio.to_thread(trace_unwatch, run_group(watched.pk), channel)
-        await asyncio.to_thread(trace_append, run=watched, kind="gate", payload={"run": "gone"})
+        await database_sync_to_async(trace_append)(
+            run=watched, kind="gate", payload={"run": "gone"}
+        )
         with pytest.raises(TimeoutError):
             await asyncio.wait_for(layer.receive(channel), 1)
         return pushed
@@ -326,9 +329,9 @@ def test_the_push_thread_goes_on_after_a_failed_check(e17, monkeypatch):
         channel = await layer.new_channel()
         await layer.group_add(run_group(run.pk), channel)
         await asyncio.to_thread(trace_watch, run_group(run.pk), channel)
-        await asyncio.to_thread(trace_append, run=run, kind="gate", payload={"n": "lost"})
+        await database_sync_to_async(trace_append)(run=run, kind="gate", payload={"n": "lost"})
         await asyncio.sleep(0.5)
-        await asyncio.to_thread(trace_append, run=run, kind="gate", payload={"n": "after"})
+        await database_sync_to_async(trace_append)(run=run, kind="gate", payload={"n": "after"})
         return await asyncio.wait_for(layer.receive(channel), 5)
 
     pushed = asyncio.run(scenario())
