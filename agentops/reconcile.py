@@ -75,12 +75,13 @@ def _accept(run: AgentRun, action: Action, lookup: ReceiptLookup) -> None:
 
 def _retry(run: AgentRun, action: Action) -> None:
     idempotency_release(key=action.idempotency_key)
-    action_move(action, ActionStatus.QUEUED, task_id="enqueued")
-    trace_append(
-        run=run,
-        kind=EventKind.RECONCILE_RETRY,
-        action=action,
+    action_move(
+        action,
+        ActionStatus.QUEUED,
+        event=EventKind.RECONCILE_RETRY,
         payload={"key": action.idempotency_key},
+        run=run,
+        task_id="enqueued",
     )
     enqueue_action(action.pk, run_id=action.run_id)
 
@@ -119,12 +120,12 @@ def action_reconcile(action_id: Any) -> None:
         ):
             _retry(run, action)
         else:
-            action_move(action, ActionStatus.NEEDS_HUMAN)
-            trace_append(
-                run=run,
-                kind=EventKind.RECONCILE_NEEDS_HUMAN,
-                action=action,
+            action_move(
+                action,
+                ActionStatus.NEEDS_HUMAN,
+                event=EventKind.RECONCILE_NEEDS_HUMAN,
                 payload={"key": action.idempotency_key},
+                run=run,
             )
             if run.status == RunStatus.COMPENSATING:
                 # The saga decides: an undo nobody can confirm -> rollback_pending; a write

@@ -8,8 +8,9 @@ the handshake (config.asgi).
 On connect the consumer marks the run watched (a run nobody watches is not pushed), joins the
 run's group, then sends every event after the `after` sequence number the page already has (from
 the database), then whatever the group pushes, in order and without repeats. The group is only
-a fast path: a dropped push is read on reconnect. Events go out as JSON, or with `format=html` as the run card's server-rendered fragments (out
-of band swaps for the htmx ws extension) in the page's `lang`.
+a fast path: a dropped push is read on reconnect. Events go out as JSON, or with `format=html`
+as the run card's server-rendered fragments (out of band swaps for the htmx ws extension) in the
+page's `lang`.
 """
 
 from __future__ import annotations

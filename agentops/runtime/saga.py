@@ -239,7 +239,7 @@ def _plan(run: AgentRun, writes: list[Action]) -> None:
             if undo is not None and target is not None
             else {}
         )
-        action = action_create(
+        action_create(
             Action(
                 run=run,
                 turn=run.turn,
@@ -254,19 +254,16 @@ def _plan(run: AgentRun, writes: list[Action]) -> None:
                 proposal_deadline=None,
             ),
             ActionStatus.QUEUED,
-        )
-        trace_append(
-            run=run,
-            kind=EventKind.COMPENSATION_PLANNED,
-            action=action,
+            event=EventKind.COMPENSATION_PLANNED,
             payload={
-                "tool": action.tool,
+                "tool": write.compensation["tool"],
                 "params": params,
-                "idempotency_key": action.idempotency_key,
+                "idempotency_key": write.compensation["key"],
                 "compensates": str(write.pk),
                 "compensates_key": write.idempotency_key,
                 "label": undo.label(receipt) if undo is not None else "",
             },
+            run=run,
         )
 
 
