@@ -32,6 +32,7 @@ from agentops.models import (
     EventKind,
     RunOutcome,
     RunStatus,
+    TraceEvent,
 )
 from agentops.runtime.locks import lock_action
 from agentops.runtime.queue import enqueue_action, enqueue_reconcile_resume
@@ -55,7 +56,20 @@ def receipt_lookup(action: Action) -> ReceiptLookup:
         return spec.lookup_receipt(action.idempotency_key)
     except Exception:
         log.exception("receipt lookup failed for action %s", action.pk)
-        return ReceiptLookup(ReceiptStatus.UNKNOWN, detail="the receipt lookup failed")
+        return ReceiptLookup(ReceiptStatus.UNKNOWN, detail=LOOKUP_FAILED)
+
+
+# A lookup that raised (its database session ended, a timeout) says nothing about the write:
+# the action stays unknown and the sweeper asks again; only after more failures than this
+# does a human take over (as for a lookup that answers "unknown").
+LOOKUP_FAILED = "the receipt lookup failed"
+MAX_LOOKUP_FAILURES = 3
+
+
+def _failed_lookups(action: Action) -> int:
+    return TraceEvent.objects.filter(
+        action=action, kind=EventKind.RECONCILE_LOOKUP, payload__detail=LOOKUP_FAILED
+    ).count()
 
 
 def _lookup_payload(action: Action, lookup: ReceiptLookup) -> dict[str, Any]:
@@ -105,6 +119,8 @@ def action_reconcile(action_id: Any) -> None:
         if lookup.status == ReceiptStatus.FOUND:
             _accept(run, action, lookup)
             action_settled(run, action)
+        elif lookup.detail == LOOKUP_FAILED and _failed_lookups(action) <= MAX_LOOKUP_FAILURES:
+            return  # asked again at the next sweep
         elif (
             lookup.status == ReceiptStatus.ABSENT
             and run.status == RunStatus.COMPENSATING

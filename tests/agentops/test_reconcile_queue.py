@@ -20,11 +20,17 @@ from agentops.models import (
     Action,
     ActionStatus,
     AgentRun,
+    EventKind,
     IdempotencyRecord,
     RunStatus,
     TraceEvent,
 )
-from agentops.reconcile import action_reconcile_decide
+from agentops.reconcile import (
+    LOOKUP_FAILED,
+    MAX_LOOKUP_FAILURES,
+    action_reconcile,
+    action_reconcile_decide,
+)
 from agentops.runtime.runs import run_start
 from bookings.models import Booking, Room
 from tests.accounts.factories import EMPLOYEES, user_create
@@ -359,3 +365,38 @@ def test_a_decision_without_the_csrf_token_is_refused_and_writes_nothing(
 def test_a_stranger_to_the_site_is_sent_to_log_in(db):
     response = Client().get(reverse("operators:queue"))
     assert response.status_code == 302 and "/login/" in response["Location"]
+
+
+def test_a_lookup_that_raised_is_asked_again_before_a_human_is(worker, e17, monkeypatch):
+    """A lookup that failed (its database session ended) says nothing about the write: the call
+    stays unknown for the sweeper to ask again, and goes to a human only after more than
+    MAX_LOOKUP_FAILURES failures in a row."""
+    spec = registry.get("reserve_room")
+
+    def broken(key: str) -> ReceiptLookup:
+        raise ConnectionError("the session was terminated")
+
+    monkeypatch.setitem(
+        registry._TOOLS, "reserve_room", dataclasses.replace(spec, lookup_receipt=broken)
+    )
+    run = run_start(
+        user=e17,
+        request_text=REQUEST,
+        faults=[{"tool": "reserve_room", "kind": "lose_receipt", "calls": [1]}],
+    )
+
+    def failed_lookups() -> int:
+        return TraceEvent.objects.filter(
+            run=run, kind=EventKind.RECONCILE_LOOKUP, payload__detail=LOOKUP_FAILED
+        ).count()
+
+    wait_until(lambda: failed_lookups() == 1, message="the first failed lookup")
+    action = Action.objects.get(run=run, tool="reserve_room")
+    for failures in range(2, MAX_LOOKUP_FAILURES + 1):
+        assert Action.objects.get(pk=action.pk).status == ActionStatus.UNKNOWN_OUTCOME
+        action_reconcile(action.pk)  # what the sweeper sends
+        assert failed_lookups() == failures
+    assert Action.objects.get(pk=action.pk).status == ActionStatus.UNKNOWN_OUTCOME
+    action_reconcile(action.pk)
+    assert Action.objects.get(pk=action.pk).status == ActionStatus.NEEDS_HUMAN
+    assert failed_lookups() == MAX_LOOKUP_FAILURES + 1
