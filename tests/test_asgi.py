@@ -46,6 +46,8 @@ async def get(path: str, application=None) -> tuple[int, bytes]:
         body += message.get("body", b"")
         if not message.get("more_body"):
             break
+    # The application's end, as a server awaits it: the response is closed after its body.
+    await comm.wait(5)
     return start["status"], body
 
 
