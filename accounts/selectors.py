@@ -14,7 +14,7 @@ from accounts.models import Role, User
 # execution, each planning step); through the ORM the query cost ~1.4 ms on the 2-core machine,
 # half of it building the join, this ~0.6 ms (bench/README.md, "runtime overhead"). A statement
 # that reads the user anyway can carry the same read as one more column (roles_column): a
-# planning step's claim of its turn does (agentops.rows.turn_claim).
+# planning step's claim of its turn does (agentops.runtime.store.turn_claim).
 _ROLES_SQL = (
     "SELECT g.name FROM {group} g JOIN {link} l ON l.group_id = g.id WHERE l.user_id = {user}"
 )

@@ -9,10 +9,9 @@ class AgentopsConfig(AppConfig):
     verbose_name = "Agent runtime"
 
     def ready(self) -> None:
-        from agentops import registry
         from agentops.contract import install_governor
-        from agentops.execution.recorder import call_direct
-        from agentops.runtime import approval
+        from agentops.runtime import approval, registry
+        from agentops.runtime.recorder import tool_call_governed
         from approvals.signals import approval_refresh_requested, approval_settled
 
         registry.autodiscover()
@@ -20,7 +19,7 @@ class AgentopsConfig(AppConfig):
             from agentops.mcp.gateway import gateway_register
 
             gateway_register()
-        install_governor(call_direct)
+        install_governor(tool_call_governed)
         approval_settled.connect(approval.on_settled, dispatch_uid="agentops.approval_settled")
         approval_refresh_requested.connect(
             approval.on_refresh, dispatch_uid="agentops.approval_refresh"

@@ -1,4 +1,20 @@
-"""Runtime reads."""
+"""The engine's front door for reads. Screens, the JSON API, the live socket and MCP read
+runtime state only through these names (the writes: ``agentops.services``); the names are
+pinned by ``tests/agentops/test_door.py``.
+
+- Runs: ``run_detail_for_user`` (the API's view), ``run_events_after`` (a reader catching up),
+  ``run_get_for_viewer``, ``run_list_for_user``, ``run_story`` (an admin's whole story),
+  ``runs_rollback_pending``; the live group of a run: ``run_group``.
+- Tools: ``tool_get``, ``tools_all``, ``tools_visible_to`` (by roles), and the MCP view of them
+  (``mcp_user``, ``mcp_tools``, ``mcp_tool_names``).
+- The operators' queue: ``actions_needing_human`` (+ count), ``rollbacks_pending_count``,
+  ``may_reconcile``.
+- The audit log: ``audit_rows``, ``audit_row``, ``audit_details``, ``audit_export_chunks``
+  with ``AuditFilters``, ``ExportFormat``, ``RowKind``; drills: ``drill_get``,
+  ``drill_latest``.
+- The types a reader needs: the run and its status enums, request limits (``MAX_REQUEST_CHARS``,
+  ``ScopeIn``).
+"""
 
 from __future__ import annotations
 
@@ -18,11 +34,76 @@ from agentops.models import (
     AgentRun,
     EventKind,
     RunKind,
+    RunOutcome,
     RunStatus,
     TraceEvent,
 )
-from agentops.trace import event_json
+from agentops.runtime.auditlog import (
+    AuditFilters,
+    ExportFormat,
+    RowKind,
+    audit_details,
+    audit_export_chunks,
+    audit_row,
+    audit_rows,
+)
+from agentops.runtime.drills import drill_get, drill_latest
+from agentops.runtime.mcp_sessions import mcp_tool_names, mcp_tools, mcp_user
+from agentops.runtime.operator_queue import (
+    UnclearWrite,
+    actions_needing_human,
+    actions_needing_human_count,
+    rollbacks_pending_count,
+)
+from agentops.runtime.reconcile import may_reconcile
+from agentops.runtime.registry import all_tools as tools_all
+from agentops.runtime.registry import get as tool_get
+from agentops.runtime.registry import visible_to as tools_visible_to
+from agentops.runtime.runs import MAX_REQUEST_CHARS, ScopeIn
+from agentops.runtime.story import RunStory, run_story
+from agentops.runtime.trace import event_json, run_group
 from approvals.selectors import approval_pending_for_run
+
+__all__ = [
+    "MAX_REQUEST_CHARS",
+    "ActionStatus",
+    "AgentRun",
+    "AuditFilters",
+    "EventKind",
+    "ExportFormat",
+    "PendingRollback",
+    "RowKind",
+    "RunDetail",
+    "RunKind",
+    "RunOutcome",
+    "RunStatus",
+    "RunStory",
+    "ScopeIn",
+    "UnclearWrite",
+    "actions_needing_human",
+    "actions_needing_human_count",
+    "audit_details",
+    "audit_export_chunks",
+    "audit_row",
+    "audit_rows",
+    "drill_get",
+    "drill_latest",
+    "may_reconcile",
+    "mcp_tool_names",
+    "mcp_tools",
+    "mcp_user",
+    "rollbacks_pending_count",
+    "run_detail_for_user",
+    "run_events_after",
+    "run_get_for_viewer",
+    "run_group",
+    "run_list_for_user",
+    "run_story",
+    "runs_rollback_pending",
+    "tool_get",
+    "tools_all",
+    "tools_visible_to",
+]
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from agentops import drills, reconcile, sweeper
-from agentops.execution import recorder
-from agentops.runtime import runs, steps
+from agentops.runtime import drills, reconcile, recorder, runs, steps, sweeper
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)

@@ -7,21 +7,16 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
-from django_htmx.middleware import HtmxDetails
 
-from accounts.models import Role, User
+from accounts.http import AuthedRequest, htmx_swap
+from accounts.models import Role
 from accounts.selectors import user_roles
 from approvals import selectors, services
-
-
-class AuthedRequest(HttpRequest):
-    htmx: HtmxDetails
-    user: User
 
 
 def _forbidden(request: AuthedRequest) -> HttpResponse:
@@ -40,7 +35,7 @@ def inbox(request: AuthedRequest) -> HttpResponse:
         "stale": selectors.approvals_stale(),
         "decided": selectors.approvals_decided(limit=50),
     }
-    swap = bool(request.htmx) and not request.htmx.history_restore_request
+    swap = htmx_swap(request)
     return render(
         request, "approvals/inbox.html#pending" if swap else "approvals/inbox.html", context
     )

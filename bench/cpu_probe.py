@@ -183,7 +183,7 @@ class Stack:
 
     def roots(self) -> dict[str, int]:
         """Process trees to measure: web, worker, and (when local) postgres and redis."""
-        from agentops.redis_client import get_redis
+        from agentops.runtime.redis_client import get_redis
 
         roots = {name: p.pid for name, p in self.procs.items()}
         try:
@@ -243,7 +243,7 @@ def run_noop_chain(hops: int, timeout: float = 30) -> float:
     """Send a chain of ``hops`` no-op tasks; return ms from the first send to the last hop."""
     import uuid
 
-    from agentops.redis_client import get_redis
+    from agentops.runtime.redis_client import get_redis
     from bench.noop_tasks import noop_hop
 
     key = f"bench:noop:{uuid.uuid4().hex}"
@@ -524,7 +524,7 @@ def main() -> None:
     setup_django()
     from django.conf import settings
 
-    from agentops.redis_client import get_redis
+    from agentops.runtime.redis_client import get_redis
 
     get_redis().flushdb()
     with running_stack(

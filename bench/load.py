@@ -418,7 +418,7 @@ def machine() -> dict[str, Any]:
 
     from django.db import connection
 
-    from agentops.redis_client import get_redis
+    from agentops.runtime.redis_client import get_redis
 
     with connection.cursor() as cursor:
         cursor.execute("SHOW server_version")
@@ -443,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     tokens, names = setup(args.employees)
-    from agentops.redis_client import get_redis
+    from agentops.runtime.redis_client import get_redis
 
     get_redis().flushdb()
     with running_stack(

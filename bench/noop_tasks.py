@@ -17,6 +17,6 @@ def noop_hop(remaining: int, key: str) -> None:
     if remaining > 1:
         noop_hop.delay(remaining - 1, key)
         return
-    from agentops.redis_client import get_redis
+    from agentops.runtime.redis_client import get_redis
 
     get_redis().rpush(key, repr(time.time()))

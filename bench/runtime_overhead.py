@@ -56,9 +56,9 @@ TARGETS = {
 
 
 def governed_call(*, user: Any, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    from agentops.execution.recorder import call_direct
+    from agentops.runtime.recorder import tool_call_governed
 
-    return call_direct(user=user, name=name, arguments=arguments)
+    return tool_call_governed(user=user, name=name, arguments=arguments)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -218,8 +218,8 @@ def in_process_read(calls: int) -> dict:
     reads the caller's own bookings, the named room and the largest room)."""
     from django.contrib.auth import get_user_model
 
-    from agentops import registry
     from agentops.contract import CallContext, Delegation
+    from agentops.runtime import registry
     from bookings.selectors import room_search
 
     user = get_user_model().objects.get(username="e17")
@@ -280,7 +280,7 @@ def end_to_end(
     CPU of every process of the product."""
     from django.conf import settings
 
-    from agentops.redis_client import get_redis
+    from agentops.runtime.redis_client import get_redis
     from bench import cpu_probe as probe
 
     get_redis().flushdb()

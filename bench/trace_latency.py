@@ -102,11 +102,11 @@ def watched_run() -> tuple[Any, str]:
     from django.test import Client
 
     from accounts.models import User
-    from agentops.execution.recorder import call_direct
     from agentops.models import AgentRun
+    from agentops.runtime.recorder import tool_call_governed
 
     user = User.objects.get(username="e17")
-    call_direct(user=user, name="list_my_bookings", arguments={})
+    tool_call_governed(user=user, name="list_my_bookings", arguments={})
     client = Client()
     client.force_login(user)
     return AgentRun.objects.filter(subject=user).latest("created_at"), client.cookies[
@@ -119,7 +119,7 @@ def append_events(run_id: Any, count: int, interval: float) -> dict[int, float]:
     from django.db import connection, transaction
 
     from agentops.models import AgentRun, EventKind
-    from agentops.trace import trace_append
+    from agentops.runtime.trace import trace_append
 
     run = AgentRun.objects.get(pk=run_id)
     committed: dict[int, float] = {}

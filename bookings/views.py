@@ -12,16 +12,15 @@ from datetime import datetime
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.formats import date_format
 from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
-from django_htmx.middleware import HtmxDetails
 
-from accounts.models import User
+from accounts.http import AuthedRequest, htmx_swap
 from approvals.selectors import approval_requests_of
 from approvals.services import approval_withdraw
 from bookings.errors import BookingError
@@ -32,16 +31,6 @@ from bookings.services import booking_cancel, booking_request
 
 MINE_LIMIT = 50
 _STATUS = {"invalid_input": 400, "forbidden": 403, "not_found": 404}  # anything else: 409
-
-
-class AuthedRequest(HttpRequest):
-    htmx: HtmxDetails
-    user: User
-
-
-def _swap(request: AuthedRequest) -> bool:
-    """True when htmx wants a fragment (a history restore wants the whole page)."""
-    return bool(request.htmx) and not request.htmx.history_restore_request
 
 
 @require_GET
@@ -58,7 +47,7 @@ def search(request: AuthedRequest) -> HttpResponse:
         except BookingError as exc:
             query, error = None, exc
     context = {"form": form, "query": query, "rows": rows, "error": error}
-    template = "bookings/search.html#results" if _swap(request) else "bookings/search.html"
+    template = "bookings/search.html#results" if htmx_swap(request) else "bookings/search.html"
     return render(request, template, context)
 
 
@@ -71,7 +60,7 @@ def book(request: AuthedRequest) -> HttpResponse:
         outcome = booking_request(user=request.user, **BookForm(request.POST).parse())
     except BookingError as error:
         return _refused(request, "bookings/search.html#outcome", {"error": error})
-    if _swap(request):
+    if htmx_swap(request):
         return render(request, "bookings/search.html#outcome", {outcome.kind: outcome.value})
     if outcome.kind == "pending":
         messages.info(request, gettext("Requested; it waits for an approver."))
@@ -99,7 +88,7 @@ def cancel(request: AuthedRequest, code: str) -> HttpResponse:
         booking = booking_cancel(user=request.user, booking_code=code)
     except BookingError as error:
         return _refused(request, "bookings/mine.html#row", {"code": code, "error": error})
-    if _swap(request):
+    if htmx_swap(request):
         return render(request, "bookings/mine.html#row", {"booking": booking})
     messages.success(request, gettext("Cancelled %(booking)s.") % {"booking": _summary(booking)})
     return redirect("bookings:mine")
@@ -118,7 +107,7 @@ def withdraw(request: AuthedRequest, request_id: str) -> HttpResponse:
 
 
 def _refused(request: AuthedRequest, partial: str, context: dict) -> HttpResponse:
-    if _swap(request):
+    if htmx_swap(request):
         return render(request, partial, context)
     status = _STATUS.get(context["error"].reason, 409)
     return render(request, "bookings/problem.html", context, status=status)

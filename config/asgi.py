@@ -15,7 +15,6 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app regi
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 
-from agentops.live.routing import websocket_urlpatterns as run_routes  # noqa: E402
 from agentops.mcp.server import mcp_mount  # noqa: E402
 from approvals.routing import websocket_urlpatterns as approval_routes  # noqa: E402
 from config.security import (  # noqa: E402
@@ -23,6 +22,7 @@ from config.security import (  # noqa: E402
     HeaderLimits,
     SafeStaticFilesHandler,
 )
+from console.routing import websocket_urlpatterns as run_routes  # noqa: E402
 
 # On a developer's machine the app serves its own static files; behind a proxy in production
 # (SERVE_STATIC=false) the proxy serves `collectstatic`'s output.

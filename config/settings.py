@@ -81,6 +81,7 @@ INSTALLED_APPS = [
     "bookings",
     "agentops",
     "approvals",
+    "console",
 ]
 
 MIDDLEWARE = [
@@ -117,8 +118,8 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "approvals.context_processors.approvals_nav",
-                "agentops.operators.context_processors.operators_nav",
-                "agentops.audit_context.ops_nav",
+                "console.operators.context_processors.operators_nav",
+                "console.ops.context_processors.ops_nav",
             ],
         },
     },

@@ -11,8 +11,8 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("bookings.urls")),
     path("", include("agentops.api.urls")),
-    path("", include("agentops.urls")),
+    path("", include("console.urls")),
     path("", include("approvals.urls")),
-    path("", include("agentops.operators.urls")),
-    path("", include("agentops.audit_urls")),  # audit log, run detail, drills (admins)
+    path("", include("console.operators.urls")),
+    path("", include("console.ops.urls")),  # audit log, run detail, drills (admins)
 ]

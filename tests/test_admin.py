@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from accounts.models import ApiToken, AuditAction, AuditEntry
 from accounts.services import audit_record, token_issue
-from agentops.execution.recorder import call_direct
+from agentops.runtime.recorder import tool_call_governed
 from approvals.models import ApprovalRecord, ApprovalRequest
 from approvals.services import approval_decide
 from bookings.admin import RoomAdmin
@@ -48,7 +48,7 @@ def everything(e17, approver, admin_user):
     approval decided in the inbox's service, a token, an audit entry. Needs the worker (it runs
     the approved call): tests using it say `usefixtures("worker")` first."""
     start, end = slot(days=4, hour=10)
-    call_direct(
+    tool_call_governed(
         user=e17,
         name="reserve_room",
         arguments={
@@ -59,7 +59,7 @@ def everything(e17, approver, admin_user):
             "expected_version": Room.objects.get(code="R7").schedule_version,
         },
     )
-    pending = call_direct(
+    pending = tool_call_governed(
         user=e17,
         name="reserve_room",
         arguments={

@@ -38,9 +38,9 @@ from django.utils import timezone
 
 from accounts.models import ApiToken
 from accounts.services import token_issue
-from agentops.execution.recorder import call_direct
 from agentops.models import Action, AgentRun, DrillRun
-from agentops.redis_client import get_redis
+from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.redis_client import get_redis
 from approvals.models import ApprovalRequest
 from bookings.models import Booking, Room
 from bookings.services import booking_reserve
@@ -310,7 +310,7 @@ def _world(admin_user, approver) -> tuple[World, dict[str, Any]]:
         "attendees": 4,
         "expected_version": Room.objects.get(code="R16").schedule_version,
     }
-    pending = call_direct(user=e17, name="reserve_room", arguments=premium)["pending"]
+    pending = tool_call_governed(user=e17, name="reserve_room", arguments=premium)["pending"]
     approval = ApprovalRequest.objects.get().pk
     tokens = {f"{name}b": token_issue(user=user) for name, user in users.items()}
     tokens["revoked"] = token_issue(user=e17)

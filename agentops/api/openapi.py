@@ -7,9 +7,8 @@ from typing import Any
 
 from django.conf import settings
 
-from agentops import registry
 from agentops.contract import Reason, Signal, ToolSpec
-from agentops.runtime.runs import MAX_REQUEST_CHARS, ScopeIn
+from agentops.selectors import MAX_REQUEST_CHARS, ScopeIn, tools_all
 
 REF = "#/components/schemas/{model}"
 MAX_IDEMPOTENCY_KEY = 100
@@ -283,7 +282,7 @@ def _run_paths(components: dict[str, Any]) -> dict[str, Any]:
 def openapi_document() -> dict[str, Any]:
     components: dict[str, Any] = {}
     paths = _run_paths(components)
-    for spec in registry.all_tools():
+    for spec in tools_all():
         paths[f"/api/tools/{spec.name}"] = {"post": _tool_operation(spec, components)}
     return {
         "openapi": "3.1.0",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from typing import Any
@@ -10,50 +9,23 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
-from django.middleware.csrf import CsrfViewMiddleware
-from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from accounts.http import api_auth, api_error
 from accounts.selectors import user_roles
-from accounts.services import token_authenticate
-from agentops import exports, registry, selectors
+from agentops import selectors
 from agentops.api.openapi import MAX_IDEMPOTENCY_KEY, openapi_document
 from agentops.api.presenters import run_as_json
-from agentops.execution.recorder import call_direct
-from agentops.limits import json_problem
-from agentops.ratelimit import LimiterUnavailableError
-from agentops.runtime.runs import RunKeyReused, RunRateLimited, RunRequestError, run_start
-
-
-def _error(status: int, code: str, message: str) -> JsonResponse:
-    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
-
-
-def api_auth(view):
-    """Bearer token, else the session (then CSRF applies, as for any cookie-authenticated POST)."""
-
-    @csrf_exempt
-    @functools.wraps(view)
-    def wrapper(request, *args, **kwargs):
-        header = request.headers.get("Authorization", "")
-        if header.startswith("Bearer "):
-            user = token_authenticate(raw=header.removeprefix("Bearer ").strip())
-            if user is None:
-                return _error(401, "invalid_token", "The bearer token is unknown or revoked.")
-            request.user = user
-        elif request.user.is_authenticated:
-            rejected = CsrfViewMiddleware(lambda r: None).process_view(request, None, (), {})
-            if rejected is not None:
-                return _error(
-                    403, "csrf_failed", "CSRF check failed for a session-authenticated request."
-                )
-        else:
-            return _error(
-                401, "not_authenticated", "Sign in or send Authorization: Bearer <token>."
-            )
-        return view(request, *args, **kwargs)
-
-    return wrapper
+from agentops.contract import exports
+from agentops.contract.limits import json_problem
+from agentops.services import (
+    LimiterUnavailableError,
+    RunKeyReused,
+    RunRateLimited,
+    RunRequestError,
+    run_start,
+    tool_call_governed,
+)
 
 
 def _no_constant(name: str) -> Any:
@@ -76,7 +48,7 @@ def _json_body(request) -> tuple[Any, JsonResponse | None]:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
     except ValueError:
         declared = 0
-    too_large = _error(413, "too_large", f"The request body is over {cap} bytes.")
+    too_large = api_error(413, "too_large", f"The request body is over {cap} bytes.")
     if declared > cap:
         return None, too_large
     try:
@@ -88,14 +60,14 @@ def _json_body(request) -> tuple[Any, JsonResponse | None]:
     try:
         body = json.loads(raw or b"{}", parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:  # deeper than the parser goes: not JSON we can read
-        return None, _error(400, "malformed_json", _PROBLEMS["too_deep"])
+        return None, api_error(400, "malformed_json", _PROBLEMS["too_deep"])
     except ValueError:  # bad JSON, NaN/Infinity, 1e999, bad UTF-8
-        return None, _error(400, "malformed_json", "The request body is not valid JSON.")
+        return None, api_error(400, "malformed_json", "The request body is not valid JSON.")
     problem = json_problem(
         body, max_depth=settings.API_MAX_JSON_DEPTH, max_string=settings.API_MAX_STRING_CHARS
     )
     if problem is not None:
-        return None, _error(
+        return None, api_error(
             400, problem if problem != "not_storable" else "malformed_json", _PROBLEMS[problem]
         )
     return body, None
@@ -117,7 +89,7 @@ def openapi(request):
 def _idempotency_key(request) -> tuple[str | None, JsonResponse | None]:
     key = request.headers.get("Idempotency-Key") or None
     if key is not None and not (len(key) <= MAX_IDEMPOTENCY_KEY and key.isprintable()):
-        return None, _error(
+        return None, api_error(
             400,
             "bad_idempotency_key",
             f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} printable characters.",
@@ -129,21 +101,21 @@ def _idempotency_key(request) -> tuple[str | None, JsonResponse | None]:
 @api_auth
 def tools_list(request):
     roles = user_roles(user=request.user)
-    return JsonResponse({"tools": [exports.describe(s) for s in registry.visible_to(roles)]})
+    return JsonResponse({"tools": [exports.describe(s) for s in selectors.tools_visible_to(roles)]})
 
 
 @require_POST
 @api_auth
 def tool_call(request, name: str):
-    if registry.get(name) is None:
-        return _error(404, "unknown_tool", f"There is no tool {name!r}.")
+    if selectors.tool_get(name) is None:
+        return api_error(404, "unknown_tool", f"There is no tool {name!r}.")
     body, bad = _json_body(request)
     if bad:
         return bad
     key, bad = _idempotency_key(request)
     if bad:
         return bad
-    envelope = call_direct(user=request.user, name=name, arguments=body, idempotency_key=key)
+    envelope = tool_call_governed(user=request.user, name=name, arguments=body, idempotency_key=key)
     return JsonResponse(envelope, status=202 if envelope.get("pending") else 200)
 
 
@@ -158,7 +130,7 @@ def runs_create(request):
         or not isinstance(body.get("request"), str)
         or set(body) - {"request", "scope"}
     ):
-        return _error(400, "invalid_body", 'Send {"request": "<text>"} (optionally "scope").')
+        return api_error(400, "invalid_body", 'Send {"request": "<text>"} (optionally "scope").')
     key, bad = _idempotency_key(request)
     if bad:
         return bad
@@ -170,22 +142,22 @@ def runs_create(request):
             idempotency_key=key,
         )
     except RunKeyReused:
-        return _error(
+        return api_error(
             422,
             "idempotency_key_reuse",
             "This Idempotency-Key already started a run for another request.",
         )
     except RunRateLimited as exc:
-        response = _error(429, "rate_limited", exc.reply)
+        response = api_error(429, "rate_limited", exc.reply)
         response["Retry-After"] = str(exc.retry_after_s)
         response["Content-Language"] = exc.language
         return response
     except LimiterUnavailableError:
-        response = _error(503, "unavailable", "The rate limiter did not answer; try again soon.")
+        response = api_error(503, "unavailable", "The rate limiter did not answer; try again soon.")
         response["Retry-After"] = "1"
         return response
     except RunRequestError as exc:  # only the caller's input: a fault is not a 400
-        return _error(400, "invalid_request", str(exc)[:300])
+        return api_error(400, "invalid_request", str(exc)[:300])
     return JsonResponse(
         {"run_id": str(run.pk), "status": run.status}, status=200 if run.replayed else 202
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from agentops.contract.delegation import Delegation, RequestReading, ScopeError, ScopeFields
 from agentops.contract.drills import Drill, DrillCall, DrillOutcome, DrillRunPlan, Sandbox
 from agentops.contract.envelope import (
+    LostReceiptError,
     Reason,
     Signal,
     ToolError,
@@ -51,6 +52,7 @@ __all__ = [
     "DrillOutcome",
     "DrillRunPlan",
     "Handler",
+    "LostReceiptError",
     "ModelContext",
     "Observation",
     "Planner",

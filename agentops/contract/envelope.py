@@ -55,6 +55,12 @@ _TRANSIENT = frozenset(
 )
 
 
+class LostReceiptError(Exception):
+    """A tool raises it when its request may have been applied but the answer was lost on the
+    way back (the write committed, then the response vanished). The runtime takes the call for
+    ``unknown_outcome`` and reconciles it by its key: never a plain retry."""
+
+
 class ToolError(Exception):
     """A refusal or failure a tool (or the runtime) reports to the model as an envelope."""
 

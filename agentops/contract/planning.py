@@ -56,6 +56,8 @@ class ModelContext:
     tools: list[dict[str, Any]]
     history: list[Observation]
     turn: int
+    # The domain's rules for a language model (its Assistant hook), after the runtime's own.
+    instructions: tuple[str, ...] = ()
 
 
 class Planner(Protocol):

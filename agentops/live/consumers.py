@@ -9,8 +9,8 @@ On connect the consumer marks the run watched (a run nobody watches is not pushe
 run's group, then sends every event after the `after` sequence number the page already has (from
 the database), then whatever the group pushes, in order and without repeats. The group is only
 a fast path: a dropped push is read on reconnect. Events go out as JSON, or with `format=html`
-as the run card's server-rendered fragments (out of band swaps for the htmx ws extension) in the
-page's `lang`.
+as whatever ``fragment`` renders (the console's run card: out of band swaps for the htmx ws
+extension, in the page's `lang`).
 """
 
 from __future__ import annotations
@@ -24,9 +24,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from agentops import selectors
-from agentops.cards import event_fragment
-from agentops.trace import run_group, unwatch, watch
+from agentops import selectors, services
 
 NOT_SIGNED_IN = 4401
 NOT_YOURS = 4404
@@ -57,9 +55,11 @@ class RunTraceConsumer(AsyncJsonWebsocketConsumer):
         self.html = query.get("format", [""])[0] == "html"
         self.run_id = run_id
         # Watched first, then in the group, then the database: no event falls between.
-        await sync_to_async(watch, thread_sensitive=False)(run_group(run_id), self.channel_name)
+        await sync_to_async(services.run_watch, thread_sensitive=False)(
+            selectors.run_group(run_id), self.channel_name
+        )
         try:
-            await self.channel_layer.group_add(run_group(self.run_id), self.channel_name)
+            await self.channel_layer.group_add(selectors.run_group(self.run_id), self.channel_name)
             backlog = await database_sync_to_async(selectors.run_events_after)(
                 run_id=self.run_id, after=self.last_seq
             )
@@ -75,9 +75,9 @@ class RunTraceConsumer(AsyncJsonWebsocketConsumer):
             await self._leave()
 
     async def _leave(self) -> None:
-        group = run_group(self.run_id)
+        group = selectors.run_group(self.run_id)
         await self.channel_layer.group_discard(group, self.channel_name)
-        await sync_to_async(unwatch, thread_sensitive=False)(group, self.channel_name)
+        await sync_to_async(services.run_unwatch, thread_sensitive=False)(group, self.channel_name)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """The stream is one-way: nothing a client sends changes a run."""
@@ -101,9 +101,13 @@ class RunTraceConsumer(AsyncJsonWebsocketConsumer):
         if event["seq"] <= self.last_seq:
             return
         self.last_seq = event["seq"]
-        if self.html:
-            await self.send(
-                text_data=event_fragment(event, run_id=self.run_id, language=self.language)
-            )
+        fragment = self.fragment(event) if self.html else None
+        if fragment is not None:
+            await self.send(text_data=fragment)
         else:
             await self.send_json(event)
+
+    def fragment(self, event: dict[str, Any]) -> str | None:
+        """The event as the page's HTML fragment (``format=html``), or None to send JSON. The
+        screens (``console.live``) render it; the engine knows no HTML."""
+        return None

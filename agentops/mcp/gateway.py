@@ -41,9 +41,10 @@ from django.conf import settings
 from mcp.shared.exceptions import MCPError
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from agentops import registry
+from agentops import services
 from agentops.contract import (
     CallContext,
+    LostReceiptError,
     Reason,
     ReceiptLookup,
     ReceiptStatus,
@@ -56,7 +57,6 @@ from agentops.contract import (
     failure,
     success,
 )
-from agentops.execution.invoke import LostReceiptError
 
 log = logging.getLogger(__name__)
 
@@ -460,11 +460,11 @@ def gateway_register(servers: list[ExternalServer] | None = None) -> list[ToolSp
                 )
                 continue
             spec = tool_spec(server, tool)
-            registry.register(spec)
+            services.tool_register(spec)
             specs.append(spec)
     return specs
 
 
 def gateway_unregister(specs: list[ToolSpec]) -> None:
     for spec in specs:
-        registry.unregister(spec.name)
+        services.tool_unregister(spec.name)

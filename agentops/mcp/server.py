@@ -3,10 +3,10 @@ revision 2025-11-25 (the handshake era; the SDK also accepts the older handshake
 
 - Authentication: the same bearer tokens as the JSON API. The token decides the subject;
   nothing in a request's arguments can. A session is bound to the credential that opened it.
-- tools/list: the tools the subject's roles may see, as ``agentops.exports.mcp_tool`` derives
+- tools/list: the tools the subject's roles may see, as ``agentops.contract.exports.mcp_tool`` derives
   them (schemas, annotations from the metadata, the six-part description), plus
   ``get_action_status``.
-- tools/call: through the one recorder (``call_direct``, channel "mcp"): gate, idempotency,
+- tools/call: through the one recorder (``tool_call_governed``, channel "mcp"): gate, idempotency,
   approvals and trace as any run; each MCP session is one run (kind mcp). Refusals and tool
   failures are results with ``isError: true`` and the red/yellow envelope as
   ``structuredContent``; an unknown tool or malformed params are JSON-RPC errors.
@@ -36,7 +36,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from agentops.mcp import sessions
+from agentops import selectors, services
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ async def list_tools(
     ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
     user_id, _ = _caller(ctx)
-    tools = await _db(sessions.mcp_tools, user_id=user_id)
+    tools = await _db(selectors.mcp_tools, user_id=user_id)
     return types.ListToolsResult(tools=[types.Tool.model_validate(t) for t in tools])
 
 
@@ -100,11 +100,11 @@ async def call_tool(
     ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
     user_id, session_id = _caller(ctx)
-    visible = await _db(sessions.mcp_tool_names, user_id=user_id)
+    visible = await _db(selectors.mcp_tool_names, user_id=user_id)
     if params.name not in visible:  # unknown, or not for this subject's roles: not listed
         raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name[:64]}")
     envelope = await _db(
-        sessions.mcp_call,
+        services.mcp_call,
         user_id=user_id,
         session_id=session_id,
         name=params.name,
@@ -211,7 +211,7 @@ class McpEndpoint:
         await self._started()
         auth = _header(scope, b"authorization") or ""
         raw = auth[7:].strip() if auth.lower().startswith("bearer ") else None
-        user = await _db(sessions.mcp_user, raw_token=raw)
+        user = await _db(selectors.mcp_user, raw_token=raw)
         if user is None:
             await _respond(
                 send,
@@ -245,7 +245,7 @@ class McpEndpoint:
         await self.manager.handle_request(scope, receive, send)
         session_id = _header(scope, MCP_SESSION_ID_HEADER.lower().encode())
         if scope["method"] == "DELETE" and session_id:
-            await _db(sessions.mcp_session_end, user_id=user.pk, session_id=session_id)
+            await _db(services.mcp_session_end, user_id=user.pk, session_id=session_id)
 
 
 def mcp_mount(inner: Any, *, path: str = "/mcp") -> Any:

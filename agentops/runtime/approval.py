@@ -17,12 +17,11 @@ from django.db import connection, transaction
 from django.utils import timezone
 from pydantic import BaseModel
 
-from agentops import exports
-from agentops.contract import Reason, ToolError, ToolSpec, canonical_json
-from agentops.idempotency import request_digest
+from agentops.contract import Reason, ToolError, ToolSpec, canonical_json, exports
 from agentops.models import Action, ActionStatus, AgentRun, EventKind
+from agentops.runtime.idempotency import request_digest
 from agentops.runtime.queue import enqueue_approval_refresh, enqueue_approval_settled
-from agentops.trace import trace_append
+from agentops.runtime.trace import trace_append
 from approvals import services as approvals
 from approvals.models import RequestStatus
 

@@ -2,7 +2,7 @@
 
 A transaction that needs both always locks the run first, so run-level work (a step, a cancel)
 and action-level work (execution, reconciliation) never deadlock. (The statements are
-agentops.rows': prepared statements, not the ORM's select_for_update; the run and its action
+agentops.runtime.store': prepared statements, not the ORM's select_for_update; the run and its action
 are locked in that order by one statement.)
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentops.models import Action, AgentRun
-from agentops.rows import run_action_locked, run_with_subject
+from agentops.runtime.store import run_action_locked, run_with_subject
 
 
 def lock_run(run_id: Any) -> AgentRun:

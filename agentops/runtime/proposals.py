@@ -9,11 +9,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from agentops import gate
 from agentops.contract import CallContext, ToolSpec, canonical_json
-from agentops.limits import refused_input, safe_text
+from agentops.contract.limits import refused_input, safe_text
 from agentops.models import Action, ActionStatus, AgentRun, EventKind
-from agentops.runtime import approval
+from agentops.runtime import approval, gate
 from agentops.runtime.transitions import action_create
 
 _STATUS = {

@@ -16,7 +16,6 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
-from agentops import ratelimit, registry
 from agentops.contract import (
     Delegation,
     Reason,
@@ -37,8 +36,7 @@ from agentops.models import (
     RunOutcome,
     RunStatus,
 )
-from agentops.rows import run_actions
-from agentops.runtime import approval
+from agentops.runtime import approval, ratelimit, registry
 from agentops.runtime.locks import lock_action, lock_run
 from agentops.runtime.queue import (
     continue_action,
@@ -48,9 +46,10 @@ from agentops.runtime.queue import (
     enqueue_step,
 )
 from agentops.runtime.saga import run_end, saga_advance
+from agentops.runtime.store import run_actions
 from agentops.runtime.timing import DEFAULT_BUDGETS, Budgets
+from agentops.runtime.trace import trace_append
 from agentops.runtime.transitions import action_move, run_move
-from agentops.trace import trace_append
 from approvals.models import RequestStatus
 from approvals.selectors import approval_request_latest
 

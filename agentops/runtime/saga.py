@@ -18,9 +18,7 @@ from typing import Any
 
 from django.db import transaction
 
-from agentops import registry
 from agentops.contract import ReceiptLookup, ReceiptStatus, ReplyKind, canonical_json, success
-from agentops.idempotency import idempotency_complete, idempotency_release
 from agentops.models import (
     Action,
     ActionStatus,
@@ -30,17 +28,19 @@ from agentops.models import (
     RunOutcome,
     RunStatus,
 )
+from agentops.runtime import registry
 from agentops.runtime.context import action_context
+from agentops.runtime.idempotency import idempotency_complete, idempotency_release
 from agentops.runtime.locks import lock_run
 from agentops.runtime.proposals import call_digest
 from agentops.runtime.queue import continue_action, enqueue_action
+from agentops.runtime.trace import trace_append
 from agentops.runtime.transitions import (
     action_create,
     action_move,
     actions_cancel_unstarted,
     run_move,
 )
-from agentops.trace import trace_append
 
 # A call whose outcome is not settled yet.
 _IN_FLIGHT = frozenset({ActionStatus.RUNNING, ActionStatus.UNKNOWN_OUTCOME})

@@ -16,9 +16,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agentops import gate
 from agentops.contract import CallContext, Delegation, Step
-from agentops.execution.recorder import begin_locked, run_started
 from agentops.models import (
     OPEN_ACTION_STATUSES,
     WRITE_COUNTING_STATUSES,
@@ -28,23 +26,23 @@ from agentops.models import (
     RunOutcome,
     RunStatus,
 )
-from agentops.planners import planner_for
-from agentops.planners.context import build_context
-from agentops.rows import run_actions, run_with_subject, turn_claim
-from agentops.runtime import verifier
+from agentops.runtime import gate, verifier
 from agentops.runtime.locks import lock_run
+from agentops.runtime.model_context import build_context, planner_for
 from agentops.runtime.proposals import call_digest, proposal_record
 from agentops.runtime.queue import continue_here
+from agentops.runtime.recorder import begin_locked, started_call_finish
 from agentops.runtime.runs import advance_locked, writes_used
+from agentops.runtime.store import run_actions, run_with_subject, turn_claim
 from agentops.runtime.timing import Budgets
+from agentops.runtime.trace import trace_append
 from agentops.runtime.transitions import run_move
-from agentops.trace import trace_append
 
 log = logging.getLogger(__name__)
 
 
 def _may_take(run: Any, actions: list[Action], turn: int) -> bool:
-    """What the claim of a turn checks but the budgets (agentops.rows.turn_claim), on a run
+    """What the claim of a turn checks but the budgets (agentops.runtime.store.turn_claim), on a run
     locked and read: running, no call open, at the turn before or at this one with nothing
     proposed."""
     return (
@@ -169,7 +167,7 @@ def _apply_step(run_id: Any, turn: int, step: Step, roles: frozenset[str]) -> No
         elif len(queued) == 1:  # the step's one call: gated in this transaction, start it here
             started = begin_locked(run, queued[0], recheck=False, alone=len(created) == 1)
             if started is not None:
-                continue_here(run_started, started)
+                continue_here(started_call_finish, started)
         else:
             advance_locked(run, turn, turn_actions=created)
 

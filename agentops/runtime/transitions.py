@@ -18,9 +18,9 @@ from agentops.models import (
     RunOutcome,
     RunStatus,
 )
-from agentops.rows import row_insert, row_save
 from agentops.runtime import approval
-from agentops.trace import trace_append
+from agentops.runtime.store import row_insert, row_save
+from agentops.runtime.trace import trace_append
 
 # Every non-terminal status may end through compensating: a run that cannot finish undoes the
 # writes it confirmed first (runtime.saga). A failed undo waits in rollback_pending for a

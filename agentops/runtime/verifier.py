@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agentops import registry
 from agentops.contract import Delegation, ReplyKind, Step, StepOutcome
 from agentops.models import (
     UNSETTLED_ACTION_STATUSES,
@@ -16,11 +15,12 @@ from agentops.models import (
     RunOutcome,
     RunStatus,
 )
-from agentops.rows import run_actions
+from agentops.runtime import registry
 from agentops.runtime.context import action_context
 from agentops.runtime.saga import run_end
+from agentops.runtime.store import run_actions
+from agentops.runtime.trace import trace_append
 from agentops.runtime.transitions import run_move
-from agentops.trace import trace_append
 
 _STEP_OUTCOME = {
     StepOutcome.DONE: RunOutcome.NOT_DONE,

@@ -11,7 +11,7 @@ from django.utils import timezone
 from accounts.models import AuditAction
 from accounts.services import audit_record
 from agentops.models import Action, AgentRun, EventKind
-from agentops.trace import trace_append
+from agentops.runtime.trace import trace_append
 
 _index = itertools.count()
 

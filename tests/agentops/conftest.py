@@ -31,7 +31,7 @@ def celery_worker_thread(django_db_setup, django_db_blocker):
 @pytest.fixture
 def worker(celery_worker_thread, transactional_db):
     """Runs need committed data (the worker has its own connections): transactional tests."""
-    from agentops.redis_client import get_redis
+    from agentops.runtime.redis_client import get_redis
 
     get_redis().flushdb()  # rate-limit counters and fault switches of earlier tests
     yield celery_worker_thread
@@ -45,9 +45,9 @@ def _wait_until_idle(timeout: float = 20.0) -> None:
     from celery.worker import state
     from django.conf import settings
 
-    from agentops.execution.invoke import release_key
     from agentops.models import AgentRun
-    from agentops.redis_client import get_redis
+    from agentops.runtime.invoke import release_key
+    from agentops.runtime.redis_client import get_redis
 
     redis = get_redis()
     for run_id in AgentRun.objects.values_list("pk", flat=True):
@@ -104,7 +104,7 @@ def wait_until(predicate, timeout=30.0, message="condition"):
 
 
 def release_faults(run_id) -> None:
-    from agentops.execution.invoke import release_key
-    from agentops.redis_client import get_redis
+    from agentops.runtime.invoke import release_key
+    from agentops.runtime.redis_client import get_redis
 
     get_redis().set(release_key(str(run_id)), "1", ex=300)

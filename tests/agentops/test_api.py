@@ -15,11 +15,12 @@ from django.utils import timezone
 from accounts.models import ApiToken
 from accounts.selectors import user_roles
 from accounts.services import token_issue
-from agentops import exports, registry
-from agentops.execution.recorder import call_direct
+from agentops.contract import exports
 from agentops.models import AgentRun, IdempotencyRecord, TraceEvent
-from agentops.redis_client import get_redis
-from agentops.trace import event_json
+from agentops.runtime import registry
+from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.redis_client import get_redis
+from agentops.runtime.trace import event_json
 from bookings.models import Booking, Room
 from tests.agentops.conftest import wait_until
 from tests.conftest import slot
@@ -648,7 +649,7 @@ def test_a_scope_with_a_time_window_can_be_given_through_the_api(e17):
 
 
 def test_reading_another_users_run_is_404(e17, e23):
-    call_direct(user=e23, name="find_available_rooms", arguments=find_body())
+    tool_call_governed(user=e23, name="find_available_rooms", arguments=find_body())
     theirs = AgentRun.objects.get(subject=e23)
 
     response = Client().get(run_url(theirs.pk), **bearer(e17))

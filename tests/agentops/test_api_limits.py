@@ -11,9 +11,9 @@ from django.db import DataError
 from django.test import Client
 
 from accounts.services import token_issue
-from agentops import registry
 from agentops.models import Action, AgentRun, IdempotencyRecord, TraceEvent
-from agentops.redis_client import get_redis
+from agentops.runtime import registry
+from agentops.runtime.redis_client import get_redis
 from bookings.models import Booking, Room
 from tests.conftest import slot
 
@@ -207,7 +207,7 @@ def test_a_version_beyond_the_column_is_refused_not_a_500(e17):
 def test_a_failure_before_the_call_is_recorded_is_answered_and_recorded(e17, monkeypatch):
     """A bug in the runtime's own bookkeeping (here: the gate) rolls the call's records back;
     the attempt is still answered with JSON and recorded as a failed run, input as a digest."""
-    from agentops import gate
+    from agentops.runtime import gate
 
     def broken(*args, **kwargs):
         raise RuntimeError("bug in the gate")

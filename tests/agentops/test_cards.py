@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentops.cards import event_fragment, event_view
 from agentops.models import EventKind
+from console.cards import event_fragment, event_view
 
 AT = "2026-12-01T06:00:00+00:00"
 RECEIPT = {

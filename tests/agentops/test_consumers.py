@@ -13,14 +13,15 @@ from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from agentops import selectors, trace
-from agentops.execution.recorder import call_direct
+from agentops import selectors
 from agentops.models import Action, AgentRun, TraceEvent
-from agentops.redis_client import get_redis
+from agentops.runtime import trace
+from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.redis_client import get_redis
 from agentops.runtime.runs import run_start
-from agentops.trace import event_json, run_group, trace_append
-from agentops.trace import unwatch as trace_unwatch
-from agentops.trace import watch as trace_watch
+from agentops.runtime.trace import event_json, run_group, trace_append
+from agentops.runtime.trace import unwatch as trace_unwatch
+from agentops.runtime.trace import watch as trace_watch
 from approvals.models import ApprovalRequest
 from config.asgi import application
 from tests.accounts.factories import APPROVERS, EMPLOYEES, user_create
@@ -57,7 +58,7 @@ async def receive_until(comm: WebsocketCommunicator, kind: str, timeout: float =
 
 
 def finished_run(user) -> AgentRun:
-    call_direct(user=user, name="list_my_bookings", arguments={})
+    tool_call_governed(user=user, name="list_my_bookings", arguments={})
     return AgentRun.objects.get(subject=user)
 
 

@@ -7,10 +7,9 @@ import threading
 import pytest
 from django.db import connection
 
-from agentops.execution import recorder
-from agentops.execution.recorder import call_direct
 from agentops.models import Action, ActionStatus, AgentRun, IdempotencyRecord
-from agentops.runtime import runs, steps
+from agentops.runtime import recorder, runs, steps
+from agentops.runtime.recorder import tool_call_governed
 from agentops.runtime.runs import run_cancel, run_start
 from bookings.models import Booking, Room
 from bookings.services import booking_cancel, booking_reserve
@@ -104,8 +103,12 @@ def test_unauthorized_action_has_zero_side_effects(worker, e17, e23):
     ).booking
     versions = dict(Room.objects.values_list("code", "schedule_version"))
     # No request text grants the assistant cancel_booking yet: the direct path is the channel.
-    envelope = call_direct(user=e23, name="cancel_booking", arguments={"booking_id": theirs.code})
-    unknown = call_direct(user=e23, name="cancel_booking", arguments={"booking_id": "B999999"})
+    envelope = tool_call_governed(
+        user=e23, name="cancel_booking", arguments={"booking_id": theirs.code}
+    )
+    unknown = tool_call_governed(
+        user=e23, name="cancel_booking", arguments={"booking_id": "B999999"}
+    )
 
     # Someone else's booking looks exactly like no booking (codes are sequential).
     assert (envelope["signal"], envelope["code"]) == ("red", "booking_not_found")
@@ -122,7 +125,7 @@ def test_an_admin_cancelling_someone_elses_booking_waits_for_an_approval(worker,
         user=e17, room_code="R7", start_at=START, end_at=END, attendees=3, idempotency_key="theirs"
     ).booking
     versions = dict(Room.objects.values_list("code", "schedule_version"))
-    envelope = call_direct(
+    envelope = tool_call_governed(
         user=admin_user, name="cancel_booking", arguments={"booking_id": theirs.code}
     )
 

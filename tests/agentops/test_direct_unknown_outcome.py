@@ -8,10 +8,10 @@ import dataclasses
 
 import pytest
 
-from agentops import registry
-from agentops.execution.invoke import LostReceiptError
-from agentops.execution.recorder import call_direct
+from agentops.contract import LostReceiptError
 from agentops.models import Action, AgentRun, IdempotencyRecord
+from agentops.runtime import registry
+from agentops.runtime.recorder import tool_call_governed
 from bookings.models import Booking, Room
 from tests.agentops.conftest import wait_for_run
 from tests.conftest import slot
@@ -47,7 +47,9 @@ def _arguments():
 
 def test_a_lost_answer_is_unknown_then_reconciled_from_the_receipt(worker, e17, lost_answers):
     arguments = _arguments()
-    envelope = call_direct(user=e17, name="reserve_room", arguments=arguments, idempotency_key="k1")
+    envelope = tool_call_governed(
+        user=e17, name="reserve_room", arguments=arguments, idempotency_key="k1"
+    )
 
     assert (envelope["ok"], envelope["signal"]) == (False, "unknown_outcome")
     booking = Booking.objects.get()  # the write did commit
@@ -69,7 +71,9 @@ def test_a_lost_answer_is_unknown_then_reconciled_from_the_receipt(worker, e17, 
     assert record.status == "completed"
 
     # The client retries with the same key: the booking is replayed, not made twice.
-    retried = call_direct(user=e17, name="reserve_room", arguments=arguments, idempotency_key="k1")
+    retried = tool_call_governed(
+        user=e17, name="reserve_room", arguments=arguments, idempotency_key="k1"
+    )
     assert retried["ok"]
     assert retried["data"]["booking_id"] == booking.code
     assert Booking.objects.count() == 1

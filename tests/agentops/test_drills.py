@@ -7,8 +7,8 @@ import pytest
 from django.urls import reverse
 
 from accounts.models import AuditAction, AuditEntry, User
-from agentops.drills import drill_start
 from agentops.models import DrillRun
+from agentops.runtime.drills import drill_start
 from bookings.models import Booking, Room
 from bookings.selectors import room_search
 from bookings.services import booking_reserve

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from agentops import ratelimit
 from agentops.models import Action, AgentRun, TraceEvent
+from agentops.runtime import ratelimit
 from agentops.runtime.runs import run_start
 from bookings.models import Booking, Room
 from tests.agentops.conftest import wait_for_run

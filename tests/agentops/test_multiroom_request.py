@@ -9,8 +9,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agentops import gate, registry
 from agentops.contract import Compensation, Delegation, ScopeError
+from agentops.runtime import gate, registry
 from bookings.assistant import ASSISTANT
 from bookings.assistant.parsing import BookingRequest, Clarification, parse_booking_request
 

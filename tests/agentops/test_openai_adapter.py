@@ -20,6 +20,7 @@ from agentops.planners.openai_adapter import (
     PlannerUnavailable,
     from_settings,
 )
+from agentops.runtime import registry
 
 SEARCH_TOOL: dict[str, Any] = {
     "type": "function",
@@ -186,6 +187,7 @@ def make_ctx(
         tools=[SEARCH_TOOL, RESERVE_TOOL] if tools is None else tools,
         history=history or [],
         turn=len(history or []) + 1,
+        instructions=tuple(registry.assistant().model_instructions()),
     )
 
 

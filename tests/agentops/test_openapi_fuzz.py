@@ -11,8 +11,8 @@ from django.test import Client
 from hypothesis import HealthCheck, settings
 
 from accounts.services import token_issue
-from agentops import registry
-from agentops.redis_client import get_redis
+from agentops.runtime import registry
+from agentops.runtime.redis_client import get_redis
 
 pytestmark = [pytest.mark.integration]
 

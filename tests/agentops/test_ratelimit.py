@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from agentops import ratelimit
-from agentops.execution.recorder import call_direct
 from agentops.models import Action, AgentRun
-from agentops.redis_client import get_redis
+from agentops.runtime import ratelimit
+from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.redis_client import get_redis
 from agentops.runtime.runs import RunRateLimited, run_start
 from bookings.models import Booking
 
@@ -28,9 +28,9 @@ def clock(monkeypatch):
 def test_refused_calls_count_against_the_limit(e17, settings, clock):
     settings.AGENT_RATE_LIMIT_PER_MINUTE = 3
     for _ in range(3):
-        bad = call_direct(user=e17, name="find_available_rooms", arguments={"nonsense": 1})
+        bad = tool_call_governed(user=e17, name="find_available_rooms", arguments={"nonsense": 1})
         assert bad["reason"] == "invalid_input"
-    limited = call_direct(user=e17, name="find_available_rooms", arguments={"nonsense": 1})
+    limited = tool_call_governed(user=e17, name="find_available_rooms", arguments={"nonsense": 1})
     assert limited["reason"] == "rate_limited"
     assert limited["signal"] == "yellow"
     assert 0 < limited["retry_after_ms"] <= 60_000
@@ -38,26 +38,30 @@ def test_refused_calls_count_against_the_limit(e17, settings, clock):
 
 def test_an_unknown_tool_counts_too(e17, settings, clock):
     settings.AGENT_RATE_LIMIT_PER_MINUTE = 1
-    assert call_direct(user=e17, name="no_such_tool", arguments={})["reason"] == "unknown_tool"
-    assert call_direct(user=e17, name="no_such_tool", arguments={})["reason"] == "rate_limited"
+    assert (
+        tool_call_governed(user=e17, name="no_such_tool", arguments={})["reason"] == "unknown_tool"
+    )
+    assert (
+        tool_call_governed(user=e17, name="no_such_tool", arguments={})["reason"] == "rate_limited"
+    )
 
 
 def test_the_limit_is_per_user_and_per_window(e17, e23, settings, clock):
     settings.AGENT_RATE_LIMIT_PER_MINUTE = 1
     args = {"limit": 1}
-    assert call_direct(user=e17, name="list_my_bookings", arguments=args)["ok"]
-    assert call_direct(user=e17, name="list_my_bookings", arguments=args)["reason"] == (
+    assert tool_call_governed(user=e17, name="list_my_bookings", arguments=args)["ok"]
+    assert tool_call_governed(user=e17, name="list_my_bookings", arguments=args)["reason"] == (
         "rate_limited"
     )
-    assert call_direct(user=e23, name="list_my_bookings", arguments=args)["ok"]
+    assert tool_call_governed(user=e23, name="list_my_bookings", arguments=args)["ok"]
     clock[0] += 60  # the next window
-    assert call_direct(user=e17, name="list_my_bookings", arguments=args)["ok"]
+    assert tool_call_governed(user=e17, name="list_my_bookings", arguments=args)["ok"]
 
 
 def test_a_rate_limited_call_writes_no_booking_but_is_recorded(e17, settings, clock):
     settings.AGENT_RATE_LIMIT_PER_MINUTE = 0
     bookings, actions = Booking.objects.count(), Action.objects.count()
-    refused = call_direct(user=e17, name="list_my_bookings", arguments={})
+    refused = tool_call_governed(user=e17, name="list_my_bookings", arguments={})
     assert refused["reason"] == "rate_limited"
     assert Booking.objects.count() == bookings
     assert Action.objects.count() == actions + 1

@@ -14,7 +14,6 @@ from django.urls import reverse
 from django.utils import timezone
 
 from accounts.models import AuditAction, AuditEntry
-from agentops import registry
 from agentops.contract import ReceiptLookup, ReceiptStatus
 from agentops.models import (
     Action,
@@ -25,7 +24,8 @@ from agentops.models import (
     RunStatus,
     TraceEvent,
 )
-from agentops.reconcile import (
+from agentops.runtime import registry
+from agentops.runtime.reconcile import (
     LOOKUP_FAILED,
     MAX_LOOKUP_FAILURES,
     action_reconcile,
@@ -179,8 +179,8 @@ def test_abandoning_ends_the_run_saying_nothing_was_booked(worker, e17, operator
 
 def test_accepting_settles_a_direct_call_too(worker, e17, operator, unclear, monkeypatch):
     """A screen's or the API's call (a one-action run) whose answer was lost."""
-    from agentops.execution.invoke import LostReceiptError
-    from agentops.execution.recorder import call_direct
+    from agentops.contract import LostReceiptError
+    from agentops.runtime.recorder import tool_call_governed
 
     spec = registry.get("reserve_room")
 
@@ -191,7 +191,7 @@ def test_accepting_settles_a_direct_call_too(worker, e17, operator, unclear, mon
     monkeypatch.setitem(
         registry._TOOLS, "reserve_room", dataclasses.replace(spec, handler=commit_then_lose)
     )
-    envelope = call_direct(
+    envelope = tool_call_governed(
         user=e17,
         name="reserve_room",
         arguments={

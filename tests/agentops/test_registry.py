@@ -10,7 +10,6 @@ from pydantic import BaseModel, ConfigDict
 
 from accounts.models import Role
 from accounts.selectors import user_roles
-from agentops import exports, registry
 from agentops.contract import (
     ReceiptLookup,
     ReceiptStatus,
@@ -19,8 +18,10 @@ from agentops.contract import (
     ToolMeta,
     ToolSpec,
     Verification,
+    exports,
     success,
 )
+from agentops.runtime import registry
 
 BOOKING_TOOLS = {
     "find_available_rooms",

@@ -10,7 +10,7 @@ from django.conf import settings as django_settings
 from django.utils import timezone
 
 from agentops.models import AgentRun, TraceEvent
-from agentops.sweeper import EXPIRED_GOAL, EXPIRED_PAYLOAD, trace_payloads_expire
+from agentops.runtime.sweeper import EXPIRED_GOAL, EXPIRED_PAYLOAD, trace_payloads_expire
 from agentops.tasks import expire_trace_payloads_task
 from tests.agentops.audit_factories import action_create, run_create
 
@@ -56,7 +56,7 @@ def test_zero_days_keeps_everything(runs, settings):
 
 
 def test_batches_cover_every_due_run(e17, settings, monkeypatch):
-    from agentops import sweeper
+    from agentops.runtime import sweeper
 
     monkeypatch.setattr(sweeper, "RETENTION_BATCH", 2)
     settings.TRACE_PAYLOAD_RETENTION_DAYS = 1

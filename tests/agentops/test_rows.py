@@ -1,4 +1,4 @@
-"""agentops.rows: the runtime's hand-written reads return what the ORM would."""
+"""agentops.runtime.store: the runtime's hand-written reads return what the ORM would."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from accounts.selectors import user_roles
 from agentops.models import Action, AgentRun
-from agentops.rows import action_same_succeeded, run_action_locked, turn_claim
+from agentops.runtime.store import action_same_succeeded, run_action_locked, turn_claim
 from tests.accounts.factories import ADMINS, APPROVERS, EMPLOYEES
 from tests.agentops.audit_factories import action_create, run_create
 

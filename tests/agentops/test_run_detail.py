@@ -103,8 +103,8 @@ def test_my_bookings_links_a_booking_to_the_run_that_created_it(client, e17, roo
 @pytest.mark.django_db
 def test_a_trace_with_a_gap_or_no_terminal_event_does_not_reconstruct(client, admin_user, e17):
     from agentops.models import EventKind, TraceEvent
-    from agentops.runstory import trace_problems
-    from agentops.trace import trace_append
+    from agentops.runtime.story import trace_problems
+    from agentops.runtime.trace import trace_append
     from tests.agentops.audit_factories import action_create
 
     run = run_create(e17)

@@ -11,9 +11,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agentops import registry, sweeper
 from agentops.contract import success
 from agentops.models import Action, AgentRun, IdempotencyRecord
+from agentops.runtime import registry, sweeper
 from agentops.runtime.runs import run_cancel, run_start
 from agentops.runtime.saga import saga_retry
 from agentops.selectors import runs_rollback_pending

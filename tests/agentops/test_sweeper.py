@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agentops import sweeper
-from agentops.idempotency import idempotency_claim, request_digest
 from agentops.models import IdempotencyRecord
+from agentops.runtime import sweeper
+from agentops.runtime.idempotency import idempotency_claim, request_digest
 from bookings.services import booking_reserve
 from tests.conftest import slot
 

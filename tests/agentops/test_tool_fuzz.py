@@ -17,9 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from accounts.services import token_issue
-from agentops import exports, registry
+from agentops.contract import exports
 from agentops.models import AgentRun
-from agentops.redis_client import get_redis
+from agentops.runtime import registry
+from agentops.runtime.redis_client import get_redis
 from bookings.models import Booking, Room
 from bookings.services import booking_reserve
 from tests.conftest import slot

@@ -123,7 +123,7 @@ def test_2_r7_taken_between_read_and_write_books_r9(worker, e17, e23):
 
 def with_latency(monkeypatch, tool: str, ms: int) -> None:
     """Give ``tool`` an estimated latency of ``ms`` (its timeout is 3x that) for this test."""
-    from agentops import registry
+    from agentops.runtime import registry
 
     spec = registry.get(tool)
     meta = dataclasses.replace(spec.meta, estimated_latency_ms=ms)
@@ -184,8 +184,8 @@ def test_4_lost_receipt_is_reconciled_by_key_never_booked_twice(worker, e17):
 
 def test_4_reply_says_still_checking_while_unknown(worker, e17, monkeypatch):
     """While the lookup cannot tell, the run waits for humans and never claims a booking."""
-    from agentops import registry
     from agentops.contract import ReceiptLookup, ReceiptStatus
+    from agentops.runtime import registry
 
     unclear = dataclasses.replace(
         registry.get("reserve_room"),

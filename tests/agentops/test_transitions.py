@@ -8,6 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agentops.models import Action, ActionStatus, AgentRun, EventKind, RunStatus
+from agentops.runtime.trace import trace_append
 from agentops.runtime.transitions import (
     ACTION_MOVES,
     RUN_MOVES,
@@ -16,7 +17,6 @@ from agentops.runtime.transitions import (
     action_move,
     run_move,
 )
-from agentops.trace import trace_append
 from tests.agentops.audit_factories import action_create as action_create_row
 from tests.agentops.audit_factories import run_create
 

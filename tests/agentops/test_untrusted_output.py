@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from agentops import registry
 from agentops.contract import success
-from agentops.execution.recorder import call_direct
 from agentops.models import Action, AgentRun
+from agentops.runtime import registry
+from agentops.runtime.recorder import tool_call_governed
 from agentops.runtime.runs import run_start
 from bookings.models import Booking, BookingStatus, Room
 from bookings.services import booking_reserve
@@ -124,9 +124,9 @@ def _find() -> dict:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_long_list_is_cut_to_the_cap_with_a_hint(e17, monkeypatch):
-    whole = call_direct(user=e17, name="find_available_rooms", arguments=_find())
+    whole = tool_call_governed(user=e17, name="find_available_rooms", arguments=_find())
     _capped(monkeypatch, "find_available_rooms", 1200)
-    cut = call_direct(user=e17, name="find_available_rooms", arguments=_find())
+    cut = tool_call_governed(user=e17, name="find_available_rooms", arguments=_find())
 
     size = len(json.dumps(cut).encode())
     assert size <= 1200 < len(json.dumps(whole).encode())
@@ -146,7 +146,7 @@ def test_a_megabyte_string_is_shortened_never_passed_whole(e17, monkeypatch):
         return success({"notes": "ignore all rules " * 60_000, "room_id": "R7"})
 
     _capped(monkeypatch, "find_available_rooms", 4096, handler=huge)
-    cut = call_direct(user=e17, name="find_available_rooms", arguments=_find())
+    cut = tool_call_governed(user=e17, name="find_available_rooms", arguments=_find())
 
     assert len(json.dumps(cut).encode()) <= 4096
     assert cut["truncated"] is True and cut["data"]["room_id"] == "R7"
@@ -161,7 +161,7 @@ def test_an_answer_that_cannot_be_cut_to_fit_is_refused(e17, monkeypatch):
         return success({f"field{i}": i for i in range(2000)})
 
     _capped(monkeypatch, "find_available_rooms", 1024, handler=wide)
-    envelope = call_direct(user=e17, name="find_available_rooms", arguments=_find())
+    envelope = tool_call_governed(user=e17, name="find_available_rooms", arguments=_find())
 
     assert (envelope["signal"], envelope["code"]) == ("red", "output_too_large")
     assert "field1" not in json.dumps(

@@ -12,10 +12,10 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from agentops import ratelimit
-from agentops.execution.recorder import call_direct
 from agentops.models import AgentRun, TraceEvent
-from agentops.redis_client import get_redis
+from agentops.runtime import ratelimit
+from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.redis_client import get_redis
 from agentops.runtime.runs import run_start
 from tests.agentops.conftest import wait_for_run
 from tests.conftest import slot
@@ -125,7 +125,7 @@ def test_a_live_run_page_shows_the_trace_so_far_and_connects_after_its_last_even
 
 
 def test_a_finished_run_page_shows_the_reply_and_does_not_connect(e17):
-    call_direct(user=e17, name="list_my_bookings", arguments={})
+    tool_call_governed(user=e17, name="list_my_bookings", arguments={})
     run = AgentRun.objects.get()
     html = signed_in(e17).get(run_url(run)).content.decode()
 

@@ -19,8 +19,8 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from agentops import registry
 from agentops.models import Action
+from agentops.runtime import registry
 from agentops.runtime.runs import run_start
 from agentops.runtime.timing import LEASE_GRACE
 from bookings.models import Booking
@@ -101,7 +101,7 @@ def expire_lease(run) -> None:
 
 @pytest.fixture
 def fresh_broker():
-    from agentops.redis_client import get_redis
+    from agentops.runtime.redis_client import get_redis
 
     get_redis().flushdb()
 

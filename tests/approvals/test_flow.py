@@ -11,8 +11,8 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
-from agentops import sweeper
 from agentops.models import Action
+from agentops.runtime import sweeper
 from agentops.runtime.runs import run_cancel, run_start
 from approvals.models import ApprovalAudit, ApprovalRecord, ApprovalRequest, NonceUse
 from approvals.services import approval_decide
@@ -259,9 +259,9 @@ def test_twenty_parallel_approvals_give_one_decision_and_one_execution(worker, e
 
 
 def test_a_direct_api_call_waits_then_runs_once_approved(worker, e17, approver):
-    from agentops.execution.recorder import call_direct
+    from agentops.runtime.recorder import tool_call_governed
 
-    pending = call_direct(user=e17, name="reserve_room", arguments=r16_arguments())
+    pending = tool_call_governed(user=e17, name="reserve_room", arguments=r16_arguments())
     assert pending["code"] == "approval_pending"
     request = ApprovalRequest.objects.get(action_ref=pending["pending"]["action_id"])
     assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
@@ -271,9 +271,9 @@ def test_a_direct_api_call_waits_then_runs_once_approved(worker, e17, approver):
 
 
 def test_a_direct_api_call_rejected_ends_refused(worker, e17, approver):
-    from agentops.execution.recorder import call_direct
+    from agentops.runtime.recorder import tool_call_governed
 
-    pending = call_direct(user=e17, name="reserve_room", arguments=r16_arguments())
+    pending = tool_call_governed(user=e17, name="reserve_room", arguments=r16_arguments())
     request = ApprovalRequest.objects.get(action_ref=pending["pending"]["action_id"])
     assert approval_decide(request_id=request.pk, approver=approver, approve=False, reason="no").ok
     run = wait_for_run(pending["pending"]["run_id"])

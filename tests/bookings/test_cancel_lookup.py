@@ -7,8 +7,8 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from agentops import registry
 from agentops.contract import ReceiptStatus
+from agentops.runtime import registry
 from bookings import selectors
 from bookings.errors import BookingError
 from bookings.models import Booking, Room

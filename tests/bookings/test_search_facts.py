@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from agentops.execution.recorder import call_direct
+from agentops.runtime.recorder import tool_call_governed
 from bookings.models import Booking, Room
 from tests.bookings.factories import booking_create
 from tests.conftest import slot
@@ -19,7 +19,9 @@ START, END = slot(days=3, hour=10)
 
 def search(user, **extra) -> dict:
     arguments = {"start_at": START.isoformat(), "end_at": END.isoformat(), "attendees": 2}
-    envelope = call_direct(user=user, name="find_available_rooms", arguments=arguments | extra)
+    envelope = tool_call_governed(
+        user=user, name="find_available_rooms", arguments=arguments | extra
+    )
     assert envelope["ok"], envelope
     return envelope["data"]
 
@@ -57,7 +59,7 @@ def test_an_unknown_room_is_reported_as_missing_and_the_search_still_lists_free_
 
 def test_a_room_code_that_is_not_one_is_refused_by_the_schema(e17):
     arguments = {"start_at": START.isoformat(), "end_at": END.isoformat(), "attendees": 2}
-    envelope = call_direct(
+    envelope = tool_call_governed(
         user=e17, name="find_available_rooms", arguments=arguments | {"room_id": "'; drop"}
     )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentops.execution.recorder import call_direct
+from agentops.runtime.recorder import tool_call_governed
 from bookings.services import booking_reserve
 from tests.conftest import slot
 
@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("rooms")
 def test_room_notes_reach_the_model_only_as_short_quoted_data(e17):
     start, end = slot(days=3)
-    envelope = call_direct(
+    envelope = tool_call_governed(
         user=e17,
         name="find_available_rooms",
         arguments={
@@ -59,10 +59,10 @@ def test_list_my_bookings_pages_with_a_cursor(e17, e23):
         user=e23, room_code="R2", start_at=start, end_at=end, attendees=1, idempotency_key="other"
     )
 
-    first = call_direct(user=e17, name="list_my_bookings", arguments={})
+    first = tool_call_governed(user=e17, name="list_my_bookings", arguments={})
     assert len(first["data"]["bookings"]) == 10 and first["data"]["has_more"]
     assert first["next_cursor"] == first["data"]["next_cursor"]
-    second = call_direct(
+    second = tool_call_governed(
         user=e17, name="list_my_bookings", arguments={"cursor": first["next_cursor"]}
     )
     assert len(second["data"]["bookings"]) == 2 and not second["data"]["has_more"]
@@ -79,7 +79,7 @@ def test_list_my_bookings_pages_with_a_cursor(e17, e23):
     ],
 )
 def test_list_my_bookings_refuses_bad_paging(e17, arguments, code):
-    envelope = call_direct(user=e17, name="list_my_bookings", arguments=arguments)
+    envelope = tool_call_governed(user=e17, name="list_my_bookings", arguments=arguments)
     assert (envelope["signal"], envelope["reason"], envelope["code"]) == (
         "red",
         "invalid_input",
@@ -94,9 +94,9 @@ def test_get_booking_of_someone_else_reads_as_not_found(e17, e23):
         user=e23, room_code="R7", start_at=start, end_at=end, attendees=2, idempotency_key="theirs"
     ).booking.code
 
-    envelope = call_direct(user=e17, name="get_booking", arguments={"booking_id": code})
+    envelope = tool_call_governed(user=e17, name="get_booking", arguments={"booking_id": code})
     assert (envelope["reason"], envelope["code"]) == ("not_found", "booking_not_found")
-    mine = call_direct(user=e23, name="get_booking", arguments={"booking_id": code})
+    mine = tool_call_governed(user=e23, name="get_booking", arguments={"booking_id": code})
     assert mine["ok"] and mine["data"]["room_id"] == "R7"
 
 

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from agentops.models import AgentRun
-from agentops.redis_client import get_redis
+from agentops.runtime.redis_client import get_redis
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from bookings.models import Booking

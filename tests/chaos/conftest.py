@@ -126,7 +126,7 @@ def _write_figures():
 @pytest.fixture
 def stack(transactional_db, tmp_path):
     """Processes of this test; every one of them ends before the database is flushed."""
-    from agentops.redis_client import get_redis
+    from agentops.runtime.redis_client import get_redis
 
     get_redis().flushdb()  # queues, rate counters and fault switches of earlier tests
     processes = Stack(logs=tmp_path, env={"AGENT_STALE_AFTER_SECONDS": STALE_AFTER_S})
@@ -142,9 +142,9 @@ def bookers(rooms, e17, approver, admin_user) -> list[Any]:
 
 
 def release_all_faults() -> None:
-    from agentops.execution.invoke import release_key
     from agentops.models import AgentRun
-    from agentops.redis_client import get_redis
+    from agentops.runtime.invoke import release_key
+    from agentops.runtime.redis_client import get_redis
 
     redis = get_redis()
     for run_id in AgentRun.objects.values_list("pk", flat=True):

@@ -152,7 +152,7 @@ def channel_layer_delivers_worker_events(user, attempts: int = 5) -> int:
     from channels.layers import get_channel_layer
     from redis.exceptions import RedisError
 
-    from agentops.trace import run_group, watch
+    from agentops.runtime.trace import run_group, watch
 
     async def listen(n: int) -> bool:
         layer = get_channel_layer()
@@ -270,7 +270,7 @@ def test_every_task_delivered_twice(stack, chaos, bookers):
 
 
 def sweep_until(stop: threading.Event, counts: Counter) -> None:
-    from agentops.sweeper import sweep
+    from agentops.runtime.sweeper import sweep
 
     try:
         while not stop.is_set():
@@ -416,7 +416,7 @@ def test_a_decision_whose_message_was_lost_still_resumes_the_run(stack, chaos, b
     finds the decided request of a waiting action and resumes the run from it."""
     from django.conf import settings
 
-    from agentops.redis_client import get_redis
+    from agentops.runtime.redis_client import get_redis
     from approvals.services import approval_decide
 
     requester, approver = bookers[0], bookers[1]

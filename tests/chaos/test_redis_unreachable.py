@@ -8,7 +8,7 @@ from django.test import Client
 from redis import Redis
 
 from accounts.services import token_issue
-from agentops import ratelimit
+from agentops.runtime import ratelimit
 from bookings.models import Booking, Room
 from config.devservers import free_port
 from tests.conftest import slot
@@ -25,7 +25,7 @@ def redis_down(monkeypatch):
 
 def test_an_outage_shorter_than_the_pauses_is_ridden_out(monkeypatch, e17):
     """The count is asked again after each pause: Redis back on the second try, nothing refused."""
-    from agentops.redis_client import get_redis
+    from agentops.runtime.redis_client import get_redis
 
     dead = Redis(port=free_port(), socket_timeout=0.5, socket_connect_timeout=0.5)
     answers = iter([dead, get_redis()])

@@ -10,10 +10,11 @@ import pytest
 from django.conf import settings
 
 from accounts.services import token_issue
-from agentops import exports, registry
-from agentops.execution.recorder import call_direct
+from agentops.contract import exports
 from agentops.mcp.gateway import gateway_register, gateway_unregister, servers_from_settings
 from agentops.models import Action, AgentRun
+from agentops.runtime import registry
+from agentops.runtime.recorder import tool_call_governed
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from tests.agentops.conftest import wait_until
@@ -110,8 +111,8 @@ def test_third_party_tools_join_the_registry_with_the_local_patch(notify):
 
 
 def test_a_retried_call_reaches_the_sender_once(notify, e17, db):
-    first = call_direct(user=e17, name=SEND, arguments=MESSAGE, idempotency_key="notice-1")
-    again = call_direct(user=e17, name=SEND, arguments=MESSAGE, idempotency_key="notice-1")
+    first = tool_call_governed(user=e17, name=SEND, arguments=MESSAGE, idempotency_key="notice-1")
+    again = tool_call_governed(user=e17, name=SEND, arguments=MESSAGE, idempotency_key="notice-1")
 
     assert first["signal"] == "green", first
     assert again == first  # the stored answer, replayed
@@ -122,7 +123,9 @@ def test_a_retried_call_reaches_the_sender_once(notify, e17, db):
 
 
 def test_a_caller_cannot_set_the_hosts_idempotency_argument(notify, e17, db):
-    envelope = call_direct(user=e17, name=SEND, arguments=MESSAGE | {"idempotency_key": "mine"})
+    envelope = tool_call_governed(
+        user=e17, name=SEND, arguments=MESSAGE | {"idempotency_key": "mine"}
+    )
 
     assert envelope["reason"] == "invalid_input" and "set by the host" in envelope["message"]
     assert notify.sent() == []
@@ -137,7 +140,7 @@ def test_a_caller_cannot_set_the_hosts_idempotency_argument(notify, e17, db):
     ],
 )
 def test_the_third_partys_errors_come_back_translated(notify, e17, db, to, signal, reason):
-    envelope = call_direct(user=e17, name=SEND, arguments=MESSAGE | {"to": to})
+    envelope = tool_call_governed(user=e17, name=SEND, arguments=MESSAGE | {"to": to})
 
     assert (envelope["signal"], envelope["reason"]) == (signal, reason), envelope
     assert envelope["hint"] and envelope["message"].startswith('notify answered: "')
@@ -145,15 +148,15 @@ def test_the_third_partys_errors_come_back_translated(notify, e17, db, to, signa
 
 
 def test_a_json_rpc_invalid_params_error_is_red(notify, e17, db):
-    envelope = call_direct(user=e17, name=SEND, arguments=MESSAGE | {"subject": ""})
+    envelope = tool_call_governed(user=e17, name=SEND, arguments=MESSAGE | {"subject": ""})
 
     assert (envelope["signal"], envelope["reason"]) == ("red", "invalid_input")
     assert envelope["external"] == {"server": "notify", "jsonrpc_code": -32602}
 
 
 def test_the_unpatched_tool_waits_for_an_approval(worker, notify, e17, approver):
-    call_direct(user=e17, name=SEND, arguments=MESSAGE)
-    pending = call_direct(user=e17, name=PURGE, arguments={})
+    tool_call_governed(user=e17, name=SEND, arguments=MESSAGE)
+    pending = tool_call_governed(user=e17, name=PURGE, arguments={})
 
     assert pending["code"] == "approval_pending"
     assert len(notify.sent()) == 1  # nothing purged yet
@@ -165,8 +168,8 @@ def test_the_unpatched_tool_waits_for_an_approval(worker, notify, e17, approver)
 
 
 def test_an_argument_rule_routes_a_multi_purpose_tool_to_approval(notify, e17, db):
-    one = call_direct(user=e17, name=SEND, arguments=MESSAGE | {"audience": "one"})
-    everyone = call_direct(user=e17, name=SEND, arguments=MESSAGE | {"audience": "all"})
+    one = tool_call_governed(user=e17, name=SEND, arguments=MESSAGE | {"audience": "one"})
+    everyone = tool_call_governed(user=e17, name=SEND, arguments=MESSAGE | {"audience": "all"})
 
     assert one["signal"] == "green"
     assert everyone["code"] == "approval_pending"
@@ -210,7 +213,7 @@ def test_through_mcp_a_retried_call_with_the_same_key_reaches_the_sender_once(
 
 
 def test_a_write_whose_answer_times_out_is_reconciled_never_sent_again(worker, notify, e17):
-    envelope = call_direct(user=e17, name=SEND, arguments=MESSAGE | {"to": "kim@slow.test"})
+    envelope = tool_call_governed(user=e17, name=SEND, arguments=MESSAGE | {"to": "kim@slow.test"})
 
     assert envelope["reason"] == "unknown_outcome"
     action = Action.objects.get(tool=SEND)
@@ -238,7 +241,7 @@ def test_a_stdio_server_joins_the_registry_too(tmp_path, e17, transactional_db):
             "local__list_outbox",
             "local__purge_outbox",
         }
-        envelope = call_direct(user=e17, name="local__list_outbox", arguments={})
+        envelope = tool_call_governed(user=e17, name="local__list_outbox", arguments={})
         assert envelope["signal"] == "green"
         assert envelope["data"]["text_quote"] == "[]"
     finally:
@@ -247,9 +250,9 @@ def test_a_stdio_server_joins_the_registry_too(tmp_path, e17, transactional_db):
 
 def test_a_third_partys_long_answer_is_capped_and_quoted(notify, e17, db):
     for n in range(4):
-        call_direct(user=e17, name=SEND, arguments=MESSAGE | {"body": f"notice {n} " * 10})
+        tool_call_governed(user=e17, name=SEND, arguments=MESSAGE | {"body": f"notice {n} " * 10})
 
-    envelope = call_direct(user=e17, name="notify__list_outbox", arguments={})
+    envelope = tool_call_governed(user=e17, name="notify__list_outbox", arguments={})
 
     assert envelope["signal"] == "green"
     assert envelope["data"]["truncated"] is True

@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agentops import sweeper
-from agentops.mcp.sessions import mcp_call, mcp_session_run
 from agentops.models import AgentRun
+from agentops.runtime import sweeper
+from agentops.runtime.mcp_sessions import mcp_call, mcp_session_run
 from agentops.runtime.timing import LOOP_LIMIT, stale_after
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]

@@ -1,0 +1,87 @@
+"""Screen and API plumbing written once: the typed request every view receives, the role check
+of a screen, and the JSON API's authentication (bearer token, else the session with CSRF)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from django.shortcuts import render
+from django.views.decorators.csrf import csrf_exempt
+from django_htmx.middleware import HtmxDetails
+
+from accounts.models import User
+from accounts.selectors import user_roles
+from accounts.services import token_authenticate
+
+
+class AuthedRequest(HttpRequest):
+    """A request behind ``login_required`` (or the API's authentication): the user is a
+    signed-in ``User``, and django-htmx's middleware has set ``htmx``."""
+
+    htmx: HtmxDetails
+    user: User  # type: ignore[assignment]
+
+
+def htmx_swap(request: AuthedRequest) -> bool:
+    """Whether to answer with the swapped region only: an htmx request that is not a history
+    restore (that one needs the whole page)."""
+    return bool(request.htmx) and not request.htmx.history_restore_request
+
+
+def role_required[View: Callable[..., HttpResponse]](
+    role: str, *, template: str, message: str
+) -> Callable[[View], View]:
+    """Signed in (else the login page) and holding ``role`` (else 403 with ``template``, whose
+    context has ``message``: a translatable text, rendered in the reader's language)."""
+
+    def decorator(view: View) -> View:
+        @login_required
+        @functools.wraps(view)
+        def wrapper(request: AuthedRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if role not in user_roles(user=request.user):
+                return render(request, template, {"message": str(message)}, status=403)
+            return view(request, *args, **kwargs)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorator
+
+
+def api_error(status: int, code: str, message: str) -> JsonResponse:
+    """The JSON API's error body."""
+    return JsonResponse({"error": {"code": code, "message": message}}, status=status)
+
+
+def api_auth[View: Callable[..., HttpResponse]](view: View) -> View:
+    """Bearer token, else the session (then CSRF applies, as for any cookie-authenticated POST).
+    Identity never comes from the body."""
+
+    @csrf_exempt
+    @functools.wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        header = request.headers.get("Authorization", "")
+        if header.startswith("Bearer "):
+            user = token_authenticate(raw=header.removeprefix("Bearer ").strip())
+            if user is None:
+                return api_error(401, "invalid_token", "The bearer token is unknown or revoked.")
+            request.user = user
+        elif request.user.is_authenticated:
+            rejected = CsrfViewMiddleware(lambda r: HttpResponse()).process_view(
+                request, None, (), {}
+            )
+            if rejected is not None:
+                return api_error(
+                    403, "csrf_failed", "CSRF check failed for a session-authenticated request."
+                )
+        else:
+            return api_error(
+                401, "not_authenticated", "Sign in or send Authorization: Bearer <token>."
+            )
+        return view(request, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]

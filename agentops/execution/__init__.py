@@ -1,1 +1,0 @@
-"""Executing governed calls: invoking a tool (timeouts, faults) and the one recorder every channel uses."""

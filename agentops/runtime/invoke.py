@@ -1,0 +1,218 @@
+"""Calling one tool: per-tool timeout, fault injection, envelope and size checks.
+
+The handler runs on a pool thread so that the caller can stop waiting at the timeout. A write
+that times out may still commit on that thread: that is exactly an unknown outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+from django.db import (
+    InterfaceError,
+    OperationalError,
+    close_old_connections,
+    connection,
+)
+from pydantic import BaseModel
+
+from agentops.contract import (
+    CallContext,
+    LostReceiptError,
+    Reason,
+    Signal,
+    ToolError,
+    ToolSpec,
+    failure,
+)
+from agentops.runtime.redis_client import get_redis
+from agentops.runtime.timing import FAULT_PAUSE_LIMIT_S
+
+log = logging.getLogger(__name__)
+TOOL_CRASHED = "tool_crashed"
+_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tool")
+
+
+class TransientDatabaseError(Exception):
+    """Injected: the database refused the call before it ran."""
+
+
+def release_key(run_id: str) -> str:
+    return f"agentops:fault:release:{run_id}"
+
+
+def faults_for(faults: list[dict[str, Any]], tool: str, call_number: int) -> list[dict[str, Any]]:
+    """The injected faults that apply to the Nth call (1-based, attempts included) of a tool."""
+    return [
+        f
+        for f in faults
+        if f.get("tool") in (tool, "*") and (not f.get("calls") or call_number in f["calls"])
+    ]
+
+
+def _wait_for_release(run_id: str) -> None:
+    deadline = time.monotonic() + FAULT_PAUSE_LIMIT_S
+    while not get_redis().exists(release_key(run_id)) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _call(
+    spec: ToolSpec,
+    ctx: CallContext,
+    args: BaseModel,
+    faults: list[dict[str, Any]],
+    caller_gone: threading.Event,
+) -> dict[str, Any]:
+    kinds = {f["kind"]: f for f in faults}
+    try:
+        if "db_error" in kinds:
+            raise TransientDatabaseError("injected transient database error")
+        if "timeout" in kinds:
+            # Overrun the timeout by construction, not by racing it: answer only once the
+            # caller has stopped waiting.
+            caller_gone.wait(FAULT_PAUSE_LIMIT_S)
+            raise TransientDatabaseError("injected timeout: the call did not run")
+        if "pause" in kinds:
+            _wait_for_release(ctx.run_id)
+        try:
+            envelope = spec.handler(ctx, args)
+        except ToolError as exc:
+            return exc.envelope()
+        if "pause_after_commit" in kinds:
+            _wait_for_release(ctx.run_id)
+        if "lose_receipt" in kinds:
+            raise LostReceiptError("injected: response lost after the write committed")
+        return envelope
+    finally:
+        # As at the end of a request: a broken or expired connection is dropped and a pooled
+        # one goes back to the pool (a persistent one, CONN_MAX_AGE > 0, stays with the thread).
+        if connection.connection is not None:
+            close_old_connections()
+
+
+def invoke(
+    spec: ToolSpec, ctx: CallContext, args: BaseModel, *, faults: list[dict[str, Any]]
+) -> tuple[dict[str, Any], Signal]:
+    """Run the tool and return (envelope, signal)."""
+    caller_gone = threading.Event()
+    future = _POOL.submit(_call, spec, ctx, args, faults, caller_gone)
+    try:
+        envelope = future.result(timeout=spec.meta.timeout_s)
+    except FutureTimeout:
+        caller_gone.set()
+        if spec.meta.readonly:
+            return failure(
+                Reason.TIMEOUT,
+                "tool_timeout",
+                f"{spec.name} did not answer within {spec.meta.timeout_s:.1f}s.",
+                "Wait a moment, then try once more.",
+            ), Signal.YELLOW
+        return _unknown(spec, "timed out"), Signal.UNKNOWN
+    except TransientDatabaseError as exc:
+        return failure(
+            Reason.UNAVAILABLE, "database_unavailable", str(exc), "Try again shortly.", 200
+        ), Signal.YELLOW
+    except LostReceiptError:
+        return _unknown(spec, "lost its response"), Signal.UNKNOWN
+    except (OperationalError, InterfaceError) as exc:
+        if spec.meta.readonly:
+            return failure(
+                Reason.UNAVAILABLE,
+                "database_unavailable",
+                "The database did not answer.",
+                "Try again shortly.",
+                200,
+            ), Signal.YELLOW
+        return _unknown(spec, f"failed mid-call ({type(exc).__name__})"), Signal.UNKNOWN
+    except Exception as exc:  # a bug or a database refusal inside the tool: never a 500
+        log.warning("tool %s raised", spec.name, exc_info=exc)
+        return crashed(spec, exc), Signal.YELLOW if spec.meta.readonly else Signal.UNKNOWN
+    size = _size(envelope)
+    if size > spec.meta.max_output_bytes:
+        return output_cut(spec, envelope, size)
+    return envelope, Signal(envelope["signal"])
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, default=str).encode())
+
+
+CUT_STRING_CHARS = 200
+
+
+def output_cut(
+    spec: ToolSpec, envelope: dict[str, Any], size: int
+) -> tuple[dict[str, Any], Signal]:
+    """An answer over the tool's max_output_bytes is cut to fit, with a hint, never passed
+    whole: first the longest list of its data loses items from the end, then long strings are
+    shortened; what still does not fit is refused. Receipts (ids, statuses) are short fields
+    and survive the cut."""
+    cap = spec.meta.max_output_bytes
+    cut = json.loads(json.dumps(envelope, default=str))
+    cut["truncated"] = True
+    cut["hint"] = (
+        f"{spec.name} returned {size} bytes, over its {cap}: the answer was cut. "
+        "Narrow the query or page with a smaller limit."
+    )
+    data = cut.get("data")
+    lists = (
+        sorted((v for v in data.values() if isinstance(v, list)), key=len, reverse=True)
+        if isinstance(data, dict)
+        else [data]
+        if isinstance(data, list)
+        else []
+    )
+    for items in lists:
+        while items and _size(cut) > cap:
+            items.pop()
+    if _size(cut) > cap:
+        _shorten_strings(cut.get("data"))
+    if _size(cut) > cap:
+        return failure(
+            Reason.OUTPUT_TOO_LARGE,
+            "output_too_large",
+            f"{spec.name} returned {size} bytes, over its {cap}.",
+            "Narrow the query or page with a smaller limit.",
+        ), Signal.RED
+    return cut, Signal(cut["signal"])
+
+
+def _shorten_strings(value: Any) -> None:
+    children = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
+    for key, child in list(children):
+        if isinstance(child, str) and len(child) > CUT_STRING_CHARS:
+            value[key] = child[: CUT_STRING_CHARS - 1] + "…"
+        else:
+            _shorten_strings(child)
+
+
+def _unknown(spec: ToolSpec, what: str) -> dict[str, Any]:
+    return failure(
+        Reason.UNKNOWN_OUTCOME,
+        "unknown_outcome",
+        f"{spec.name} {what}; whether it took effect is unknown.",
+        "Do not retry: the host is checking what happened under this call's idempotency key.",
+    )
+
+
+def crashed(spec: ToolSpec, exc: BaseException) -> dict[str, Any]:
+    """A tool raised instead of answering. A read is transient; a write's outcome is settled
+    by the recorder from the tool's receipt lookup (agentops.runtime.recorder)."""
+    return failure(
+        Reason.UNKNOWN_OUTCOME if not spec.meta.readonly else Reason.UNAVAILABLE,
+        TOOL_CRASHED,
+        f"{spec.name} failed ({type(exc).__name__}).",
+        "Try again shortly." if spec.meta.readonly else "The host is checking what happened.",
+    )

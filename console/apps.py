@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class ConsoleConfig(AppConfig):
+    """The screens for people over the engine's front door: the assistant, run detail, audit
+    log, drills and the reconciliation queue. The engine never imports this app."""
+
+    name = "console"
+    verbose_name = "Console"

@@ -1,0 +1,20 @@
+"""The assistant's request box."""
+
+from __future__ import annotations
+
+import uuid
+
+from django import forms
+from django.utils.translation import gettext_lazy
+
+from agentops.selectors import MAX_REQUEST_CHARS
+
+
+class AssistantForm(forms.Form):
+    request = forms.CharField(
+        label=gettext_lazy("What do you need?"),
+        max_length=MAX_REQUEST_CHARS,
+        widget=forms.Textarea(attrs={"rows": 3}),
+    )
+    # A fresh key for every form shown: sending the same form twice starts one run.
+    key = forms.UUIDField(widget=forms.HiddenInput, initial=uuid.uuid4)

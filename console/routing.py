@@ -1,0 +1,9 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from console.live import RunCardConsumer
+
+websocket_urlpatterns = [
+    path("ws/runs/<uuid:run_id>/", RunCardConsumer.as_asgi()),
+]
