@@ -89,6 +89,13 @@ class AgentRun(models.Model):
     # POST /api/runs): the same key and request give this run again, never a second one.
     idempotency_key = models.CharField(max_length=100, blank=True)
     request_digest = models.CharField(max_length=64, blank=True)
+    # A person's assistant runs form conversations: a run starts one, or continues the one
+    # named by the assistant page or `conversation_id` of POST /api/runs. The earlier turns it
+    # was read with are copied here when it starts (personal text: blanked by retention).
+    conversation_id = models.UUIDField(null=True, blank=True, db_index=True)
+    conversation = models.JSONField(
+        default=list, blank=True, help_text="Earlier turns of its conversation, as read at start."
+    )
     replayed = False  # not stored: run_start sets it when a key gave back an existing run
 
     class Meta:

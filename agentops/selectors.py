@@ -93,6 +93,7 @@ __all__ = [
     "mcp_tools",
     "mcp_user",
     "rollbacks_pending_count",
+    "run_conversation_before",
     "run_detail_for_user",
     "run_events_after",
     "run_get_for_viewer",
@@ -117,6 +118,7 @@ class RunDetail:
     outcome: str
     reply: str
     goal: str
+    conversation_id: uuid.UUID | None
     delegation: dict[str, Any]
     turn: int
     created_at: datetime
@@ -130,7 +132,7 @@ class RunDetail:
 # in the web process on the 2-core machine; as one statement, with PostgreSQL gathering the
 # events and receipts as JSON, ~1 ms (bench/README.md, "API reads").
 _RUN_DETAIL_SQL = """
-SELECT r.id, r.kind, r.status, r.outcome, r.reply, r.goal, r.delegation, r.turn,
+SELECT r.id, r.kind, r.status, r.outcome, r.reply, r.goal, r.conversation_id, r.delegation, r.turn,
        r.created_at, r.finished_at,
        (SELECT json_agg(json_build_array(e.seq, e.kind, e.created_at, e.action_id, e.payload)
                         ORDER BY e.seq)
@@ -240,6 +242,19 @@ def run_get_for_viewer(*, run_id: Any, user: Any) -> AgentRun | None:
     if Role.APPROVER in roles and approval_pending_for_run(run_ref=str(run.pk), approver=user):
         return run
     return None
+
+
+def run_conversation_before(*, run: AgentRun, limit: int = 10) -> list[AgentRun]:
+    """The earlier turns of ``run``'s conversation (runs of the same person), oldest first."""
+    if run.conversation_id is None:
+        return []
+    earlier = AgentRun.objects.filter(
+        subject_id=run.subject_id,
+        conversation_id=run.conversation_id,
+        kind=RunKind.ASSISTANT,
+        created_at__lt=run.created_at,
+    ).order_by("-created_at")[:limit]
+    return list(reversed(list(earlier)))
 
 
 def run_list_for_user(*, user: Any, limit: int = 20) -> list[AgentRun]:

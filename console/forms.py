@@ -18,3 +18,5 @@ class AssistantForm(forms.Form):
     )
     # A fresh key for every form shown: sending the same form twice starts one run.
     key = forms.UUIDField(widget=forms.HiddenInput, initial=uuid.uuid4)
+    # The conversation this request continues (the run page's); empty: a new conversation.
+    conversation = forms.UUIDField(widget=forms.HiddenInput, required=False)

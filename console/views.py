@@ -14,7 +14,13 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from accounts.http import AuthedRequest
-from agentops.selectors import AgentRun, run_events_after, run_get_for_viewer, run_list_for_user
+from agentops.selectors import (
+    AgentRun,
+    run_conversation_before,
+    run_events_after,
+    run_get_for_viewer,
+    run_list_for_user,
+)
 from agentops.services import (
     LimiterUnavailableError,
     RunKeyReused,
@@ -44,7 +50,10 @@ def start(request: AuthedRequest) -> HttpResponse:
         return _page(request, run=None, text=text, error=error, status=400)
     try:
         run = run_start(
-            user=request.user, request_text=text, idempotency_key=str(form.cleaned_data["key"])
+            user=request.user,
+            request_text=text,
+            idempotency_key=str(form.cleaned_data["key"]),
+            conversation_id=form.cleaned_data["conversation"],
         )
     except RunKeyReused:
         error = gettext("This form was already sent with another request; send it again.")
@@ -78,9 +87,16 @@ def _page(
     error: str = "",
     status: int = 200,
 ) -> HttpResponse:
-    """The page; a refused request comes back in a fresh form (a new one-time key)."""
+    """The page; a refused request comes back in a fresh form (a new one-time key). On a
+    run's page the form continues its conversation, below the earlier turns and the card."""
+    conversation = run.conversation_id if run is not None else request.POST.get("conversation")
     context: dict[str, Any] = {
-        "form": AssistantForm(initial={"request": text}),
+        "form": AssistantForm(initial={"request": text, "conversation": conversation or None}),
+        "thread": (
+            [(turn, status_view(turn.status)) for turn in run_conversation_before(run=run)]
+            if run is not None and run.subject_id == request.user.pk
+            else []
+        ),
         "error": error,
         "runs": [
             (past, status_view(past.status))

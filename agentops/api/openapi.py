@@ -165,6 +165,7 @@ def _run_paths(components: dict[str, Any]) -> dict[str, Any]:
             "outcome": {"type": "string"},
             "reply": {"type": "string"},
             "goal": {"type": "string"},
+            "conversation_id": {"type": ["string", "null"], "format": "uuid"},
             "delegation": {"type": "object"},
             "turn": {"type": "integer"},
             "created_at": {"type": "string", "format": "date-time"},
@@ -213,6 +214,15 @@ def _run_paths(components: dict[str, Any]) -> dict[str, Any]:
                                         "maxLength": MAX_REQUEST_CHARS,
                                     },
                                     "scope": scope,
+                                    "conversation_id": {
+                                        "type": "string",
+                                        "format": "uuid",
+                                        "description": (
+                                            "Continue this conversation (the conversation_id "
+                                            "of an earlier run's answer): the request is read "
+                                            "with its earlier turns. Omitted: a new one."
+                                        ),
+                                    },
                                 },
                             }
                         }
@@ -222,10 +232,11 @@ def _run_paths(components: dict[str, Any]) -> dict[str, Any]:
                     "202": _json(
                         {
                             "type": "object",
-                            "required": ["run_id", "status"],
+                            "required": ["run_id", "status", "conversation_id"],
                             "properties": {
                                 "run_id": {"type": "string", "format": "uuid"},
                                 "status": {"type": "string"},
+                                "conversation_id": {"type": "string", "format": "uuid"},
                             },
                         },
                         "The run started; poll it.",

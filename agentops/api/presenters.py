@@ -15,6 +15,7 @@ def run_as_json(run: RunDetail) -> dict[str, Any]:
         "outcome": run.outcome,
         "reply": run.reply,
         "goal": run.goal,
+        "conversation_id": str(run.conversation_id) if run.conversation_id else None,
         "delegation": run.delegation,
         "turn": run.turn,
         "created_at": run.created_at.isoformat(),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 from typing import Any
 
 from django.conf import settings
@@ -128,9 +129,16 @@ def runs_create(request):
     if (
         not isinstance(body, dict)
         or not isinstance(body.get("request"), str)
-        or set(body) - {"request", "scope"}
+        or set(body) - {"request", "scope", "conversation_id"}
     ):
-        return api_error(400, "invalid_body", 'Send {"request": "<text>"} (optionally "scope").')
+        return api_error(
+            400,
+            "invalid_body",
+            'Send {"request": "<text>"} (optionally "scope" and "conversation_id").',
+        )
+    conversation_id, bad = _conversation_id(body)
+    if bad:
+        return bad
     key, bad = _idempotency_key(request)
     if bad:
         return bad
@@ -140,6 +148,7 @@ def runs_create(request):
             request_text=body["request"],
             scope=body.get("scope"),
             idempotency_key=key,
+            conversation_id=conversation_id,
         )
     except RunKeyReused:
         return api_error(
@@ -159,8 +168,27 @@ def runs_create(request):
     except RunRequestError as exc:  # only the caller's input: a fault is not a 400
         return api_error(400, "invalid_request", str(exc)[:300])
     return JsonResponse(
-        {"run_id": str(run.pk), "status": run.status}, status=200 if run.replayed else 202
+        {
+            "run_id": str(run.pk),
+            "status": run.status,
+            "conversation_id": str(run.conversation_id) if run.conversation_id else None,
+        },
+        status=200 if run.replayed else 202,
     )
+
+
+def _conversation_id(body: dict[str, Any]) -> tuple[uuid.UUID | None, JsonResponse | None]:
+    """The conversation a run continues (``conversation_id`` of an earlier run's answer), or
+    None to start one; a value that is not a UUID is a 400."""
+    given = body.get("conversation_id")
+    if given is None:
+        return None, None
+    try:
+        if not isinstance(given, str) or len(given) > 36:
+            raise ValueError(given)
+        return uuid.UUID(given), None
+    except ValueError:
+        return None, api_error(400, "invalid_conversation_id", "conversation_id must be a UUID.")
 
 
 @require_GET

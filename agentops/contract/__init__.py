@@ -20,6 +20,7 @@ from agentops.contract.envelope import (
 from agentops.contract.governance import governed_call, install_governor
 from agentops.contract.planning import (
     Assistant,
+    ConversationTurn,
     ModelContext,
     Observation,
     Planner,
@@ -46,6 +47,7 @@ __all__ = [
     "Assistant",
     "CallContext",
     "Compensation",
+    "ConversationTurn",
     "Delegation",
     "Drill",
     "DrillCall",

@@ -3,6 +3,7 @@ requests, plans offline and words replies. A model only proposes; the runtime de
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -45,6 +46,33 @@ class Observation:
 
 
 @dataclass(frozen=True)
+class ConversationTurn:
+    """An earlier turn of the same person's conversation, oldest first."""
+
+    request: str  # what the person typed
+    reply: str  # what the assistant answered
+    understood: dict[str, Any]  # RequestReading.understood of that turn (JSON-able)
+    outcome: str = ""  # the run's status then, in the runtime's words ("succeeded", "running")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "request": self.request,
+            "reply": self.reply,
+            "understood": self.understood,
+            "outcome": self.outcome,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ConversationTurn:
+        return cls(
+            request=str(data.get("request", "")),
+            reply=str(data.get("reply", "")),
+            understood=dict(data.get("understood") or {}),
+            outcome=str(data.get("outcome", "")),
+        )
+
+
+@dataclass(frozen=True)
 class ModelContext:
     """A small view built per step: never the audit log, never credentials."""
 
@@ -58,6 +86,8 @@ class ModelContext:
     turn: int
     # The domain's rules for a language model (its Assistant hook), after the runtime's own.
     instructions: tuple[str, ...] = ()
+    # The earlier turns of the person's conversation, oldest first (the goal is the newest).
+    conversation: tuple[ConversationTurn, ...] = ()
 
 
 class Planner(Protocol):
@@ -83,8 +113,12 @@ class ReplyKind(StrEnum):
 class Assistant(Protocol):
     """A domain app's side of the assistant, declared next to its tools (``tools.ASSISTANT``)."""
 
-    def read_request(self, text: str, *, now: datetime) -> RequestReading:
-        """The delegation this request grants, its language and what was understood."""
+    def read_request(
+        self, text: str, *, now: datetime, conversation: Sequence[ConversationTurn] = ()
+    ) -> RequestReading:
+        """The delegation this request grants, read with the earlier turns of its
+        conversation (oldest first), its language and what was understood. A later turn never
+        widens what the conversation granted unless the person says so."""
         ...
 
     def planner(self) -> Planner:

@@ -6,7 +6,6 @@ transport."""
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -28,10 +27,9 @@ from agentops.models import (
     RunStatus,
 )
 from agentops.runtime import ratelimit, registry
+from agentops.runtime.kinds import run_create
 from agentops.runtime.locks import lock_run
 from agentops.runtime.recorder import tool_call_governed
-from agentops.runtime.runs import POLICY_VERSION
-from agentops.runtime.store import row_create
 from agentops.runtime.timing import MCP_SESSION_BUDGETS
 from agentops.runtime.transitions import run_move
 from approvals.selectors import approval_request_latest
@@ -120,16 +118,13 @@ def mcp_session_run(*, user: Any, session_id: str) -> AgentRun:
         )
         try:
             with transaction.atomic():
-                run = row_create(
-                    AgentRun,
-                    subject=user,
+                run = run_create(
                     kind=RunKind.MCP,
+                    subject=user,
                     goal=f"MCP session {session_id[:16]}",
                     model_name="mcp",
-                    delegation=delegation.to_json(),
-                    budgets=MCP_SESSION_BUDGETS.to_json(),
-                    policy_version=POLICY_VERSION,
-                    deadline=timezone.now() + timedelta(seconds=MCP_SESSION_BUDGETS.deadline_s),
+                    delegation=delegation,
+                    budgets=MCP_SESSION_BUDGETS,
                     channel_session=session_id,
                 )
         except IntegrityError:  # a concurrent first call of the same session created it

@@ -6,7 +6,14 @@ from __future__ import annotations
 from django.utils import timezone
 
 from accounts.selectors import user_roles
-from agentops.contract import Delegation, ModelContext, Observation, Planner, exports
+from agentops.contract import (
+    ConversationTurn,
+    Delegation,
+    ModelContext,
+    Observation,
+    Planner,
+    exports,
+)
 from agentops.models import Action, AgentRun
 from agentops.runtime import registry
 from agentops.runtime.store import run_actions
@@ -42,6 +49,7 @@ def build_context(
         history=history,
         turn=run.turn,
         instructions=tuple(registry.assistant().model_instructions()),
+        conversation=tuple(ConversationTurn.from_json(t) for t in run.conversation or ()),
     )
 
 

@@ -57,11 +57,12 @@ from agentops.runtime.idempotency import (
     request_digest,
 )
 from agentops.runtime.invoke import TOOL_CRASHED, faults_for, invoke
+from agentops.runtime.kinds import rules, run_create
 from agentops.runtime.locks import lock_action, lock_run
 from agentops.runtime.proposals import call_digest, proposal_record
 from agentops.runtime.queue import enqueue_action
-from agentops.runtime.runs import POLICY_VERSION, action_settled, writes_used
-from agentops.runtime.store import action_same_succeeded, row_create
+from agentops.runtime.runs import action_settled, writes_used
+from agentops.runtime.store import action_same_succeeded
 from agentops.runtime.timing import (
     DIRECT_BUDGETS,
     LEASE_GRACE,
@@ -156,7 +157,7 @@ def begin_locked(
             payload={"code": refusal.code, "message": refusal.message},
             task_id="",
         )
-        if run.status == RunStatus.RUNNING and run.kind != RunKind.MCP:
+        if run.status == RunStatus.RUNNING and rules(run).approval_holds_run:
             run_move(run, RunStatus.WAITING_APPROVAL, payload={"turn": action.turn})
         return None
     if refusal is not None:
@@ -212,7 +213,7 @@ def action_call(started: Started) -> Called:
     if spec.meta.readonly or not action.idempotency_key:
         return Called(*invoke(spec, started.ctx, started.args, faults=started.faults))
     # A run never writes twice for an intent it already holds a confirmed receipt for.
-    done = run.kind == RunKind.ASSISTANT and action_same_succeeded(action)
+    done = rules(run).same_call_once and action_same_succeeded(action)
     if done:
         return Called(done.result | {"deduplicated_from": str(done.pk)}, Signal.GREEN)
     digest = request_digest(tool=action.tool, subject_id=run.subject_id, params=action.params)
@@ -296,7 +297,7 @@ def finish_locked(run: AgentRun, action: Action, called: Called, *, alone: bool 
     signal = called.signal
     retry = (
         signal == Signal.YELLOW
-        and run.kind == RunKind.ASSISTANT
+        and rules(run).transient_retries
         and action.attempts <= MAX_YELLOW_RETRIES
         and not run.is_terminal
         and (run.status not in ROLLBACK_RUN_STATUSES or action.compensates_id is not None)
@@ -454,7 +455,7 @@ def _direct_propose(
         _refused(run, verdict)
         return action.result
     if action.status == ActionStatus.WAITING_APPROVAL:
-        if run.kind != RunKind.MCP:
+        if rules(run).approval_holds_run:
             run_move(run, RunStatus.WAITING_APPROVAL, payload={"turn": run.turn})
         return pending_envelope(action)
     # The gate ran in this same transaction: no second check before the first attempt.
@@ -492,16 +493,13 @@ def _direct_run(*, user: Any, name: str, roles: frozenset[str]):
     delegation = Delegation(
         tools=frozenset(s.name for s in registry.visible_to(roles)), max_writes=1
     )
-    run = row_create(
-        AgentRun,
-        subject=user,
+    run = run_create(
         kind=RunKind.DIRECT,
+        subject=user,
         goal=f"API call {safe_text(name, 64)}",
         model_name="direct",
-        delegation=delegation.to_json(),
-        budgets=DIRECT_BUDGETS.to_json(),
-        policy_version=POLICY_VERSION,
-        deadline=timezone.now() + timedelta(seconds=DIRECT_BUDGETS.deadline_s),
+        delegation=delegation,
+        budgets=DIRECT_BUDGETS,
         turn=1,
         proposals=1,
     )
@@ -541,7 +539,7 @@ def _session_turn(run_id: Any, *, user: Any, name: str, arguments: Any):
 def _refused(run: AgentRun, verdict: gate.Verdict) -> None:
     """A direct call's run ends with its refusal; a session goes on unless the refusal ends it
     (budget, loop)."""
-    if run.kind != RunKind.MCP:
+    if rules(run).refusal_ends_run:
         run_move(run, RunStatus.FAILED, outcome=RunOutcome.REFUSED, reply="")
     elif verdict.decision == gate.GateDecision.ABORT:
         outcome = (

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from datetime import timedelta
+import uuid
 from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
 from agentops.contract import (
+    ConversationTurn,
     Delegation,
     Reason,
     ReplyKind,
@@ -35,8 +37,10 @@ from agentops.models import (
     RunKind,
     RunOutcome,
     RunStatus,
+    TraceEvent,
 )
 from agentops.runtime import approval, ratelimit, registry
+from agentops.runtime.kinds import POLICY_VERSION, AfterCall, rules, run_create
 from agentops.runtime.locks import lock_action, lock_run
 from agentops.runtime.queue import (
     continue_action,
@@ -55,8 +59,8 @@ from approvals.selectors import approval_request_latest
 
 log = logging.getLogger(__name__)
 
-POLICY_VERSION = "2026-11-30.1"
 MAX_REQUEST_CHARS = 2000
+MAX_CONVERSATION_TURNS = 10  # earlier turns a run is read with
 
 
 class RunRequestError(ValueError):
@@ -130,6 +134,7 @@ def run_start(
     script: list[dict[str, Any]] | None = None,
     budgets: Budgets | dict[str, int] = DEFAULT_BUDGETS,
     idempotency_key: str | None = None,
+    conversation_id: uuid.UUID | None = None,
 ) -> AgentRun:
     """Create a run for ``user`` (from the session or token) and enqueue its first step.
 
@@ -140,8 +145,15 @@ def run_start(
     anything is read or written)."""
     if isinstance(budgets, dict):  # tests and drills override single budgets
         budgets = Budgets.from_json(DEFAULT_BUDGETS.to_json() | budgets)
+    given_conversation = str(conversation_id) if conversation_id else None
     digest = hashlib.sha256(
-        canonical_json({"request": (request_text or "").strip(), "scope": scope}).encode()
+        canonical_json(
+            {
+                "request": (request_text or "").strip(),
+                "scope": scope,
+                **({"conversation": given_conversation} if given_conversation else {}),
+            }
+        ).encode()
     ).hexdigest()
     if idempotency_key and (earlier := _run_under_key(user, idempotency_key, digest)):
         return earlier
@@ -157,41 +169,39 @@ def run_start(
     text = (request_text or "").strip()
     if not text or len(text) > MAX_REQUEST_CHARS or "\x00" in text:
         raise RunRequestError(f"request must be 1-{MAX_REQUEST_CHARS} characters of text")
-    reading = registry.assistant().read_request(text, now=timezone.now())
+    earlier = conversation_turns(user=user, conversation_id=conversation_id)
+    reading = registry.assistant().read_request(text, now=timezone.now(), conversation=earlier)
     delegation = reading.delegation
     if scope is not None:
         delegation = _narrowed(delegation, scope)
-    # The run and its first event are one statement (trace_append's run_insert); its first
+    # The run and its first event are one statement (run_create with ``started``); its first
     # step is sent once that has committed.
+    model_name = model or settings.AGENT_MODEL
     try:
         with transaction.atomic():
-            run = AgentRun(
-                idempotency_key=idempotency_key or "",
-                request_digest=digest,
-                subject=user,
+            run = run_create(
                 kind=RunKind.ASSISTANT,
+                subject=user,
                 goal=text,
+                model_name=model_name,
+                delegation=delegation,
+                budgets=budgets,
+                started={
+                    "subject": getattr(user, "employee_id", "") or user.pk,
+                    "model": model_name,
+                    "understood": reading.understood,
+                    "delegation": delegation.to_json(),
+                    "budgets": budgets.to_json(),
+                    "policy_version": POLICY_VERSION,
+                    "conversation_turn": len(earlier) + 1,
+                },
+                idempotency_key=idempotency_key or "",
+                conversation_id=conversation_id or uuid.uuid4(),
+                conversation=[turn.to_json() for turn in earlier],
+                request_digest=digest,
                 language=reading.language,
-                model_name=model or settings.AGENT_MODEL,
-                delegation=delegation.to_json(),
-                budgets=budgets.to_json(),
-                policy_version=POLICY_VERSION,
                 faults=faults or [],
                 model_script=script or [],
-                deadline=timezone.now() + timedelta(seconds=budgets.deadline_s),
-            )
-            trace_append(
-                run=run,
-                run_insert=True,
-                kind=EventKind.RUN_STARTED,
-                payload={
-                    "subject": getattr(user, "employee_id", "") or user.pk,
-                    "model": run.model_name,
-                    "understood": reading.understood,
-                    "delegation": run.delegation,
-                    "budgets": run.budgets,
-                    "policy_version": POLICY_VERSION,
-                },
             )
             enqueue_step(run.pk, 1)
     except IntegrityError:  # a concurrent start under the same key committed first
@@ -200,6 +210,34 @@ def run_start(
             raise
         return earlier
     return run
+
+
+def conversation_turns(*, user: Any, conversation_id: uuid.UUID | None) -> list[ConversationTurn]:
+    """The user's earlier turns of this conversation, oldest first, the last
+    ``MAX_CONVERSATION_TURNS`` of them: what each asked, what the assistant answered, what was
+    understood. Someone else's conversation has no turns for this user."""
+    if conversation_id is None:
+        return []
+    runs = (
+        AgentRun.objects.filter(
+            subject=user, conversation_id=conversation_id, kind=RunKind.ASSISTANT
+        )
+        .annotate(
+            understood=Subquery(
+                TraceEvent.objects.filter(run=OuterRef("pk"), seq=1).values("payload")[:1]
+            )
+        )
+        .order_by("-created_at")[:MAX_CONVERSATION_TURNS]
+    )
+    return [
+        ConversationTurn(
+            request=run.goal,
+            reply=run.reply,
+            understood=dict((run.understood or {}).get("understood") or {}),
+            outcome=run.status,
+        )
+        for run in reversed(list(runs))
+    ]
 
 
 def _run_under_key(user: Any, key: str, digest: str) -> AgentRun | None:
@@ -291,11 +329,25 @@ def action_settled(run: AgentRun, action: Action, *, alone: bool = False) -> Non
         return
     if run.status == RunStatus.RECONCILING:
         resume_if_clear(run, action)
-    elif run.kind == RunKind.DIRECT:
-        _finish_direct(run, action)
-    elif run.kind == RunKind.ASSISTANT:
-        advance_locked(run, action.turn, turn_actions=[action] if alone else None)
-    # An MCP session run goes on: its client sends the next call.
+    else:
+        _after_call(run, action, turn_actions=[action] if alone else None)
+
+
+def _after_call(
+    run: AgentRun,
+    action: Action,
+    *,
+    outcome: RunOutcome | None = None,
+    turn_actions: list[Action] | None = None,
+) -> None:
+    """What a settled call leads to, by the run's kind (``kinds.KINDS``, ``after_call``)."""
+    match rules(run).after_call:
+        case AfterCall.NEXT_STEP:
+            advance_locked(run, action.turn, turn_actions=turn_actions)
+        case AfterCall.END_RUN:
+            _end_with_call(run, action, outcome=outcome)
+        case AfterCall.CLIENT_NEXT:
+            pass  # an MCP session goes on: its client sends the next call
 
 
 def resume_if_clear(run: AgentRun, action: Action) -> None:
@@ -304,16 +356,15 @@ def resume_if_clear(run: AgentRun, action: Action) -> None:
         return
     if action.status in (ActionStatus.QUEUED, ActionStatus.RUNNING):
         return  # a reconciliation retry is on its way
-    if run.kind == RunKind.DIRECT:
-        _finish_direct(run, action, outcome=RunOutcome.RECONCILED)
+    if rules(run).after_call == AfterCall.END_RUN:
+        _after_call(run, action, outcome=RunOutcome.RECONCILED)
         return
     if run.status == RunStatus.RECONCILING:
         run_move(run, RunStatus.RUNNING, payload={"turn": action.turn})
-    if run.kind == RunKind.ASSISTANT:
-        advance_locked(run, action.turn)
+    _after_call(run, action)
 
 
-def _finish_direct(run: AgentRun, action: Action, outcome: RunOutcome | None = None) -> None:
+def _end_with_call(run: AgentRun, action: Action, outcome: RunOutcome | None = None) -> None:
     if run.is_terminal:
         return
     ok = action.status == ActionStatus.SUCCEEDED
@@ -363,8 +414,8 @@ def action_approval_settled(action_id: Any) -> None:
                 "key_id": record.key_id if record else None,
             },
         )
-        if run.kind == RunKind.MCP:  # a session: only this call is decided, the run goes on
-            _mcp_approval_settled(action, request.status, record)
+        if not rules(run).approval_holds_run:  # a session: only this call is decided
+            _call_approval_settled(action, request.status, record)
             return
         if request.status == RequestStatus.APPROVED:
             action_move(action, ActionStatus.QUEUED)
@@ -403,17 +454,15 @@ def action_approval_settled(action_id: Any) -> None:
             and not run.actions.filter(status=ActionStatus.WAITING_APPROVAL).exists()
         ):
             run_move(run, RunStatus.RUNNING, payload={"turn": action.turn})
-            if run.kind == RunKind.DIRECT:  # no model: run the one call, or end with its refusal
-                if action.status == ActionStatus.QUEUED:
-                    continue_action(action.pk, run_id=run.pk)
-                else:
-                    _finish_direct(run, action)
+            if action.status == ActionStatus.QUEUED and rules(run).after_call == AfterCall.END_RUN:
+                continue_action(action.pk, run_id=run.pk)  # no model: run the one call
             else:
-                advance_locked(run, action.turn)
+                _after_call(run, action)
 
 
-def _mcp_approval_settled(action: Action, status: str, record: Any) -> None:
-    """In an MCP session run a decision settles only its call: approved, it runs; rejected,
+def _call_approval_settled(action: Action, status: str, record: Any) -> None:
+    """In a run whose approvals hold only their call (an MCP session) a decision settles only
+    that call: approved, it runs; rejected,
     expired or withdrawn, it is refused. The session's other calls are not affected."""
     if status == RequestStatus.APPROVED:
         action_move(action, ActionStatus.QUEUED)

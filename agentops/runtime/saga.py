@@ -24,13 +24,13 @@ from agentops.models import (
     ActionStatus,
     AgentRun,
     EventKind,
-    RunKind,
     RunOutcome,
     RunStatus,
 )
 from agentops.runtime import registry
 from agentops.runtime.context import action_context
 from agentops.runtime.idempotency import idempotency_complete, idempotency_release
+from agentops.runtime.kinds import rules
 from agentops.runtime.locks import lock_run
 from agentops.runtime.proposals import call_digest
 from agentops.runtime.queue import continue_action, enqueue_action
@@ -88,7 +88,7 @@ def run_end(
     no longer holding (the world undid them already): nothing of theirs is undone."""
     actions_cancel_unstarted(run)
     skip = {str(pk) for pk in gone}
-    writes = _writes(run) if run.kind == RunKind.ASSISTANT else []
+    writes = _writes(run) if rules(run).compensates else []
     for write in writes:
         if str(write.pk) in skip and write.compensation:
             write.compensation |= {"skipped": "no longer holds"}  # nothing left to undo

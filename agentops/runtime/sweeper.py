@@ -19,12 +19,12 @@ from agentops.models import (
     EventKind,
     IdempotencyRecord,
     IdempotencyStatus,
-    RunKind,
     RunStatus,
     TraceEvent,
 )
 from agentops.runtime import registry
 from agentops.runtime.idempotency import idempotency_complete, idempotency_release
+from agentops.runtime.kinds import kinds_where
 from agentops.runtime.locks import lock_action, lock_run
 from agentops.runtime.mcp_sessions import mcp_sessions_expire
 from agentops.runtime.queue import enqueue_action, enqueue_reconcile, enqueue_step
@@ -68,7 +68,7 @@ def sweep() -> dict[str, int]:
             enqueue_action(action_id)
     # An MCP session run has no model to step: its client sends the next call.
     idle = AgentRun.objects.filter(status=RunStatus.RUNNING, updated_at__lt=stale)
-    for run in idle.exclude(kind=RunKind.MCP):
+    for run in idle.filter(kind__in=kinds_where(swept=True)):
         if run.actions.filter(status__in=OPEN_ACTION_STATUSES).exists():
             continue
         counts["steps"] += 1
@@ -227,5 +227,7 @@ def trace_payloads_expire(*, now: datetime | None = None, max_batches: int = 100
             counts["events"] += TraceEvent.objects.filter(run_id__in=batch).update(
                 payload=EXPIRED_PAYLOAD
             )
-            counts["runs"] += AgentRun.objects.filter(pk__in=batch).update(goal=EXPIRED_GOAL)
+            counts["runs"] += AgentRun.objects.filter(pk__in=batch).update(
+                goal=EXPIRED_GOAL, conversation=[]
+            )
     return counts

@@ -4,12 +4,19 @@ the contract's Assistant hook."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
 
-from agentops.contract import Delegation, Planner, ReplyKind, RequestReading
+from agentops.contract import (
+    ConversationTurn,
+    Delegation,
+    Planner,
+    ReplyKind,
+    RequestReading,
+)
 from bookings.assistant import replies
 from bookings.assistant.parsing import (
     BookingRequest,
@@ -25,7 +32,9 @@ READ_TOOLS = frozenset({"find_available_rooms", "get_booking", "list_my_bookings
 
 
 class BookingAssistant:
-    def read_request(self, text: str, *, now: datetime) -> RequestReading:
+    def read_request(
+        self, text: str, *, now: datetime, conversation: Sequence[ConversationTurn] = ()
+    ) -> RequestReading:
         parsed = parse_booking_request(text, now=now, tz=ZoneInfo(settings.TIME_ZONE))
         if not isinstance(parsed, BookingRequest):
             # Nothing to book as asked (incomplete, a cancellation, someone else's booking):
