@@ -17,8 +17,8 @@ from approvals.services import approval_decide
 from bookings.admin import RoomAdmin
 from bookings.models import Booking, Room
 from bookings.services import booking_reserve
-from tests.agentops.conftest import celery_worker_thread, wait_until, worker  # noqa: F401
 from tests.conftest import slot
+from tests.workers import celery_worker_thread, wait_until, worker  # noqa: F401
 
 pytestmark = [pytest.mark.usefixtures("rooms")]
 

@@ -12,9 +12,9 @@ from django.utils import timezone
 from agentops.models import AgentRun
 from agentops.runtime.runs import RunRateLimited, run_start
 from bookings.models import Booking, Room
-from tests.agentops.conftest import wait_for_run
 from tests.bookings.factories import booking_create
 from tests.conftest import SHANGHAI
+from tests.workers import wait_for_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 

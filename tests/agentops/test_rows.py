@@ -15,7 +15,7 @@ from accounts.selectors import user_roles
 from agentops.models import Action, AgentRun
 from agentops.runtime.store import action_same_succeeded, run_action_locked, turn_claim
 from tests.accounts.factories import ADMINS, APPROVERS, EMPLOYEES
-from tests.agentops.audit_factories import action_create, run_create
+from tests.agentops.factories import action_create, run_create
 
 pytestmark = pytest.mark.django_db
 

@@ -15,8 +15,8 @@ from agentops.models import Action, ActionStatus, AgentRun
 from agentops.runtime.runs import run_start
 from bookings.models import Booking, Room
 from bookings.services import booking_reserve
-from tests.agentops.conftest import release_faults, wait_for_run, wait_until
 from tests.conftest import slot
+from tests.workers import release_faults, wait_for_run, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 

@@ -1,3 +1,3 @@
 from __future__ import annotations
 
-from tests.agentops.conftest import celery_worker_thread, worker  # noqa: F401  (shared fixtures)
+from tests.workers import celery_worker_thread, worker  # noqa: F401  (shared fixtures)

@@ -18,8 +18,8 @@ from approvals.models import ApprovalAudit, ApprovalRecord, ApprovalRequest, Non
 from approvals.services import approval_decide
 from bookings.models import Booking, Room
 from bookings.services import booking_reserve
-from tests.agentops.conftest import wait_for_run, wait_until
 from tests.conftest import slot
+from tests.workers import wait_for_run, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 

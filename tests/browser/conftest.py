@@ -128,4 +128,4 @@ def asgi_server(transactional_db, tmp_path):
         connection.close()
 
 
-from tests.agentops.conftest import celery_worker_thread, worker  # noqa: E402, F401  (shared)
+from tests.workers import celery_worker_thread, worker  # noqa: E402, F401  (shared)

@@ -5,9 +5,9 @@ import pytest
 from agentops.runtime.runs import run_start
 from bookings.models import Booking
 from tests.accounts.factories import PASSWORD
-from tests.agentops.conftest import wait_for_run
 from tests.browser.conftest import ARTIFACTS
 from tests.conftest import slot
+from tests.workers import wait_for_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("rooms")]
 
@@ -54,7 +54,7 @@ def test_a_premium_room_booked_on_the_screen_is_rejected_and_the_employee_sees_w
 
     from approvals.models import ApprovalRequest
     from approvals.services import approval_decide
-    from tests.agentops.conftest import wait_until
+    from tests.workers import wait_until
 
     day = slot(days=5)[0].date()
     page = browser_page

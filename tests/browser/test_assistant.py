@@ -13,9 +13,9 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from bookings.models import Booking
 from config import devservers
-from tests.agentops.conftest import _wait_until_idle, wait_for_run
 from tests.browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, uvicorn_start, uvicorn_stop
 from tests.conftest import slot
+from tests.workers import _wait_until_idle, wait_for_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("rooms")]
 

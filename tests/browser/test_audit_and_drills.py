@@ -11,9 +11,9 @@ import pytest
 from agentops.runtime.runs import run_start
 from bookings.models import Booking
 from tests.accounts.factories import PASSWORD
-from tests.agentops.conftest import wait_for_run
 from tests.browser.conftest import ARTIFACTS
 from tests.conftest import slot
+from tests.workers import wait_for_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("rooms")]
 

@@ -8,9 +8,9 @@ from django.test import Client
 
 from agentops.runtime.runs import run_start
 from bookings.models import Booking
-from tests.agentops.conftest import wait_for_run
 from tests.browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 from tests.conftest import slot
+from tests.workers import wait_for_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("rooms")]
 

@@ -7,9 +7,9 @@ from agentops.models import Action
 from agentops.runtime.runs import run_start
 from bookings.models import Booking
 from tests.accounts.factories import EMPLOYEES, PASSWORD, user_create
-from tests.agentops.conftest import wait_for_run, wait_until
 from tests.browser.conftest import ARTIFACTS
 from tests.conftest import slot
+from tests.workers import wait_for_run, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("rooms")]
 

@@ -2,8 +2,8 @@
 own dedupe (seed 001: the mail server that sent one customer 50 notices). Every delivery is
 appended to the JSON-lines file named by NOTIFY_OUTBOX, so a test counts what really arrived.
 
-    uvicorn tests.mcp.notify_server:app          (streamable HTTP at /mcp)
-    python -m tests.mcp.notify_server --stdio    (stdio)
+    uvicorn tests.agentops.mcp.notify_server:app          (streamable HTTP at /mcp)
+    python -m tests.agentops.mcp.notify_server --stdio    (stdio)
 """
 
 from __future__ import annotations

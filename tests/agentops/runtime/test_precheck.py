@@ -13,8 +13,8 @@ from django.utils import timezone
 from agentops.models import Action, TraceEvent
 from agentops.runtime.runs import run_start
 from bookings.models import Booking, Room
-from tests.agentops.conftest import release_faults, wait_for_run, wait_until
-from tests.agentops.test_gate import REQUEST, find, reserve
+from tests.agentops.runtime.test_gate import REQUEST, find, reserve
+from tests.workers import release_faults, wait_for_run, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 

@@ -24,8 +24,8 @@ from agentops.runtime import registry
 from agentops.runtime.runs import run_start
 from agentops.runtime.timing import LEASE_GRACE
 from bookings.models import Booking
-from tests.agentops.conftest import release_faults, wait_for_run, wait_until
 from tests.conftest import slot
+from tests.workers import release_faults, wait_for_run, wait_until
 
 pytestmark = [
     pytest.mark.integration,
@@ -35,7 +35,7 @@ pytestmark = [
 
 START, END = slot(days=4)
 REQUEST = f"Book a room on {START:%Y-%m-%d} {START:%H:%M}-{END:%H:%M} for 3 people with a projector"
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _database_url() -> str:

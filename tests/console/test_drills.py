@@ -12,8 +12,8 @@ from agentops.runtime.drills import drill_start
 from bookings.models import Booking, Room
 from bookings.selectors import room_search
 from bookings.services import booking_reserve
-from tests.agentops.conftest import wait_until
 from tests.conftest import slot
+from tests.workers import wait_until
 
 pytestmark = pytest.mark.usefixtures("rooms")
 

@@ -13,8 +13,8 @@ from agentops.runtime.recorder import tool_call_governed
 from agentops.runtime.runs import run_cancel, run_start
 from bookings.models import Booking, Room
 from bookings.services import booking_cancel, booking_reserve
-from tests.agentops.conftest import release_faults, wait_for_run, wait_until
 from tests.conftest import slot
+from tests.workers import release_faults, wait_for_run, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 

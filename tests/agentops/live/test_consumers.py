@@ -25,9 +25,9 @@ from agentops.runtime.trace import watch as trace_watch
 from approvals.models import ApprovalRequest
 from config.asgi import application
 from tests.accounts.factories import APPROVERS, EMPLOYEES, user_create
-from tests.agentops.audit_factories import run_create
-from tests.agentops.conftest import release_faults, wait_for_run, wait_until
+from tests.agentops.factories import run_create
 from tests.conftest import ENG, slot
+from tests.workers import release_faults, wait_for_run, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 

@@ -22,8 +22,8 @@ from agentops.runtime.recorder import tool_call_governed
 from agentops.runtime.redis_client import get_redis
 from agentops.runtime.trace import event_json
 from bookings.models import Booking, Room
-from tests.agentops.conftest import wait_until
 from tests.conftest import slot
+from tests.workers import wait_until
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -511,7 +511,7 @@ def test_starting_a_run_answers_202_with_its_id_and_status(e17):
 
     assert response.status_code == 202
     body = response.json()
-    assert set(body) == {"run_id", "status"}
+    assert set(body) == {"run_id", "status", "conversation_id"}
     assert body["status"] == "running"
     run = AgentRun.objects.get(pk=body["run_id"])
     assert (run.subject, run.goal) == (e17, "hello, what can you do?")

@@ -16,8 +16,8 @@ from agentops.runtime.recorder import tool_call_governed
 from agentops.runtime.runs import run_start
 from bookings.models import Booking, BookingStatus, Room
 from bookings.services import booking_reserve
-from tests.agentops.conftest import wait_for_run
 from tests.conftest import slot
+from tests.workers import wait_for_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 

@@ -17,8 +17,8 @@ from agentops.runtime.transitions import (
     action_move,
     run_move,
 )
-from tests.agentops.audit_factories import action_create as action_create_row
-from tests.agentops.audit_factories import run_create
+from tests.agentops.factories import action_create as action_create_row
+from tests.agentops.factories import run_create
 
 TERMINAL_RUN = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
 TERMINAL_ACTION = {

@@ -10,9 +10,9 @@ import pytest
 
 from agentops.runtime.runs import run_start
 from bookings.models import Booking, Room
-from tests.agentops.conftest import wait_for_run
-from tests.agentops.test_openai_adapter import endpoint, text_reply, tool_calls_reply  # noqa: F401
+from tests.agentops.planners.test_openai_adapter import endpoint, text_reply, tool_calls_reply  # noqa: F401
 from tests.conftest import slot
+from tests.workers import wait_for_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 

@@ -13,9 +13,9 @@ from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from bookings.models import Booking, Room
 from tests.accounts.factories import user_create
-from tests.agentops.conftest import wait_until
+from tests.agentops.mcp.conftest import mcp_client, run_async
 from tests.conftest import slot
-from tests.mcp.conftest import mcp_client, run_async
+from tests.workers import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 

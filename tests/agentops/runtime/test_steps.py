@@ -11,8 +11,8 @@ from django.utils import timezone
 from agentops.models import Action, AgentRun, EventKind
 from agentops.runtime import steps
 from agentops.runtime.runs import run_start
-from tests.agentops.conftest import release_faults, wait_for_run, wait_until
 from tests.conftest import slot
+from tests.workers import release_faults, wait_for_run, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 

@@ -18,9 +18,9 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from tests.agentops.conftest import celery_worker_thread, worker  # noqa: F401  (shared)
+from tests.workers import celery_worker_thread, worker  # noqa: F401  (shared)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def database_url() -> str:

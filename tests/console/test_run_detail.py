@@ -12,9 +12,9 @@ from django.utils import timezone
 from agentops.runtime.runs import run_start
 from approvals.models import ApprovalRequest
 from bookings.models import Booking
-from tests.agentops.audit_factories import decision_create, run_create
-from tests.agentops.conftest import wait_for_run
+from tests.agentops.factories import decision_create, run_create
 from tests.conftest import slot
+from tests.workers import wait_for_run
 
 START, END = slot(days=2)
 REQUEST = f"Book a room on {START:%Y-%m-%d} {START:%H:%M}-{END:%H:%M} for 3 people with a projector"
@@ -105,7 +105,7 @@ def test_a_trace_with_a_gap_or_no_terminal_event_does_not_reconstruct(client, ad
     from agentops.models import EventKind, TraceEvent
     from agentops.runtime.story import trace_problems
     from agentops.runtime.trace import trace_append
-    from tests.agentops.audit_factories import action_create
+    from tests.agentops.factories import action_create
 
     run = run_create(e17)
     action_create(run)

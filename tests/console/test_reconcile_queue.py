@@ -34,8 +34,8 @@ from agentops.runtime.reconcile import (
 from agentops.runtime.runs import run_start
 from bookings.models import Booking, Room
 from tests.accounts.factories import EMPLOYEES, user_create
-from tests.agentops.conftest import wait_for_run, wait_until
 from tests.conftest import slot
+from tests.workers import wait_for_run, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 

@@ -19,8 +19,8 @@ from agentops.runtime.saga import saga_retry
 from agentops.selectors import runs_rollback_pending
 from bookings.models import Booking, Room
 from bookings.services import booking_reserve
-from tests.agentops.conftest import release_faults, wait_for_run, wait_until
 from tests.conftest import slot
+from tests.workers import release_faults, wait_for_run, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 

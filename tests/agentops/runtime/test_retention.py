@@ -12,7 +12,7 @@ from django.utils import timezone
 from agentops.models import AgentRun, TraceEvent
 from agentops.runtime.sweeper import EXPIRED_GOAL, EXPIRED_PAYLOAD, trace_payloads_expire
 from agentops.tasks import expire_trace_payloads_task
-from tests.agentops.audit_factories import action_create, run_create
+from tests.agentops.factories import action_create, run_create
 
 pytestmark = pytest.mark.django_db
 

@@ -17,8 +17,8 @@ from agentops.runtime import registry
 from agentops.runtime.recorder import tool_call_governed
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
-from tests.agentops.conftest import wait_until
-from tests.mcp.conftest import ROOT, database_url, mcp_client, run_async, uvicorn_start
+from tests.agentops.mcp.conftest import ROOT, database_url, mcp_client, run_async, uvicorn_start
+from tests.workers import wait_until
 
 pytestmark = [pytest.mark.integration]
 
@@ -78,7 +78,7 @@ def notify(tmp_path):
     """The third-party server (uvicorn), its tools registered through the gateway."""
     outbox = tmp_path / "outbox.jsonl"
     proc, port = uvicorn_start(
-        "tests.mcp.notify_server:app",
+        "tests.agentops.mcp.notify_server:app",
         tmp_path=tmp_path,
         name="notify",
         env={"NOTIFY_OUTBOX": str(outbox)},
@@ -229,7 +229,7 @@ def test_a_stdio_server_joins_the_registry_too(tmp_path, e17, transactional_db):
     config = [
         {
             "name": "local",
-            "command": [sys.executable, "-m", "tests.mcp.notify_server", "--stdio"],
+            "command": [sys.executable, "-m", "tests.agentops.mcp.notify_server", "--stdio"],
             "env": {"NOTIFY_OUTBOX": str(outbox), "PYTHONPATH": str(ROOT)},
             "tools": {"list_outbox": {"side_effect": "LOW", "readonly": True}},
         }

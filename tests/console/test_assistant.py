@@ -17,8 +17,8 @@ from agentops.runtime import ratelimit
 from agentops.runtime.recorder import tool_call_governed
 from agentops.runtime.redis_client import get_redis
 from agentops.runtime.runs import run_start
-from tests.agentops.conftest import wait_for_run
 from tests.conftest import slot
+from tests.workers import wait_for_run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("rooms")]
 

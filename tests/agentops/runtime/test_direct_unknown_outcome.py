@@ -13,8 +13,8 @@ from agentops.models import Action, AgentRun, IdempotencyRecord
 from agentops.runtime import registry
 from agentops.runtime.recorder import tool_call_governed
 from bookings.models import Booking, Room
-from tests.agentops.conftest import wait_for_run
 from tests.conftest import slot
+from tests.workers import wait_for_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 

@@ -14,8 +14,8 @@ from agentops.models import Action, AgentRun, TraceEvent
 from agentops.runtime import ratelimit
 from agentops.runtime.runs import run_start
 from bookings.models import Booking, Room
-from tests.agentops.conftest import wait_for_run
 from tests.conftest import slot
+from tests.workers import wait_for_run
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from accounts.models import AuditAction, AuditEntry
 from agentops.models import Action
-from tests.agentops.audit_factories import action_create, decision_create, run_create
+from tests.agentops.factories import action_create, decision_create, run_create
 
 pytestmark = pytest.mark.django_db
 

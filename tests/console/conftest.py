@@ -1,0 +1,3 @@
+"""The screens' tests share the real Celery worker fixtures (tests/workers.py)."""
+
+from tests.workers import celery_worker_thread, worker  # noqa: F401
