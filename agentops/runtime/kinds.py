@@ -12,6 +12,7 @@ trace) and differ only in what this table says. Each rule is read in one place:
 | ``refusal_ends_run``: a gate refusal | ``recorder`` | (the model sees it) | ends the run | only budget or loop |
 | ``compensates``: confirmed writes released at failure or cancel | ``saga.run_end`` | yes | no | no |
 | ``swept``: the sweeper steps it when it sits idle | ``sweeper.sweep`` | yes | yes | no (sessions expire instead) |
+| ``started_event``: its trace opens with ``run_started`` (else with its call's gate) | ``run_create``, ``story.trace_problems`` | yes | no | no |
 
 ``tests/agentops/runtime/test_kinds.py`` checks the table row by row against the behaviour.
 """
@@ -51,6 +52,7 @@ class KindRules:
     refusal_ends_run: bool
     compensates: bool
     swept: bool
+    started_event: bool
 
 
 KINDS: dict[RunKind, KindRules] = {
@@ -62,6 +64,7 @@ KINDS: dict[RunKind, KindRules] = {
         refusal_ends_run=False,
         compensates=True,
         swept=True,
+        started_event=True,
     ),
     RunKind.DIRECT: KindRules(
         after_call=AfterCall.END_RUN,
@@ -71,6 +74,7 @@ KINDS: dict[RunKind, KindRules] = {
         refusal_ends_run=True,
         compensates=False,
         swept=True,
+        started_event=False,
     ),
     RunKind.MCP: KindRules(
         after_call=AfterCall.CLIENT_NEXT,
@@ -80,6 +84,7 @@ KINDS: dict[RunKind, KindRules] = {
         refusal_ends_run=False,
         compensates=False,
         swept=False,
+        started_event=False,
     ),
 }
 
@@ -111,7 +116,10 @@ def run_create(
     """Create a run: the one way a run comes to be, whatever its kind. The caller holds a
     transaction. With ``started``, the run and its ``run_started`` event (that payload) are one
     statement; without, the run alone (a direct call or an MCP session records its call's
-    events instead). ``fields``: the kind's own columns (idempotency key, session id, ...)."""
+    events instead): as the kind's ``started_event`` says. ``fields``: the kind's own columns
+    (idempotency key, session id, ...)."""
+    if KINDS[kind].started_event != (started is not None):
+        raise ValueError(f"a {kind} run {'needs' if started is None else 'has no'} run_started")
     columns = {
         "subject": subject,
         "kind": kind,

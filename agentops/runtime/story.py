@@ -15,6 +15,7 @@ from accounts.models import AuditEntry, Role, User
 from accounts.selectors import user_roles
 from agentops.models import Action, ActionStatus, AgentRun, EventKind, TraceEvent
 from agentops.runtime.auditlog import parse_uuid
+from agentops.runtime.kinds import rules
 from approvals.models import ApprovalRequest
 from approvals.selectors import approval_requests_for_run
 
@@ -91,7 +92,7 @@ def _ms(start: datetime, end: datetime) -> int:
 
 def trace_problems(*, run: AgentRun, events: list[TraceEvent] | None = None) -> list[str]:
     """Why this run's trace does not reconstruct it (empty: it does). The sequence is gap-free
-    from 1, starts with the run's start, ends (for a finished run) in a terminal event that
+    from 1, starts with the run's start (or, for a kind without one, its call's gate), ends (for a finished run) in a terminal event that
     matches the run's status, and every call begins with its gate decision."""
     if events is None:
         events = list(TraceEvent.objects.filter(run=run).order_by("seq"))
@@ -99,8 +100,9 @@ def trace_problems(*, run: AgentRun, events: list[TraceEvent] | None = None) -> 
     seqs = [e.seq for e in events]
     if seqs != list(range(1, len(seqs) + 1)):
         problems.append(f"sequence has gaps or repeats: {seqs}")
-    if not events or events[0].kind != EventKind.RUN_STARTED:
-        problems.append("does not start with run_started")
+    opening = EventKind.RUN_STARTED if rules(run).started_event else EventKind.GATE
+    if not events or events[0].kind != opening:
+        problems.append(f"does not start with {opening}")
     if run.is_terminal:
         last = events[-1] if events else None
         if last is None or last.kind != EventKind.RUN_FINISHED:

@@ -13,6 +13,7 @@ from agentops.runtime import kinds
 from agentops.runtime.kinds import KINDS, AfterCall, KindRules, kinds_where
 from agentops.runtime.mcp_sessions import mcp_call
 from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.story import trace_problems
 from tests.conftest import slot
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
@@ -66,6 +67,8 @@ def test_after_a_call_a_direct_run_ends_and_a_session_waits_for_its_client(
     direct = AgentRun.objects.get(kind=RunKind.DIRECT)
     session = AgentRun.objects.get(kind=RunKind.MCP)
     assert (direct.status, session.status) == ("succeeded", "running")
+    # Neither opens with run_started (started_event): each trace still reconstructs its run.
+    assert trace_problems(run=direct) == trace_problems(run=session) == []
 
 
 def test_a_refusal_ends_a_direct_run_but_not_a_session(transactional_db, e17) -> None:
@@ -91,3 +94,17 @@ def test_an_approval_holds_a_direct_run_but_only_the_call_of_a_session(
     assert direct.status == "waiting_approval"
     assert session.status == "running"
     assert session.actions.get().status == "waiting_approval"
+
+
+def test_a_run_is_created_with_run_started_exactly_when_its_kind_says(transactional_db, e17):
+    from agentops.contract import Delegation
+    from agentops.runtime.kinds import run_create
+    from agentops.runtime.timing import DIRECT_BUDGETS
+
+    common = {"subject": e17, "goal": "x", "model_name": "m", "budgets": DIRECT_BUDGETS}
+    delegation = Delegation(tools=frozenset(), max_writes=0)
+    with pytest.raises(ValueError, match="needs run_started"):
+        run_create(kind=RunKind.ASSISTANT, delegation=delegation, **common)
+    with pytest.raises(ValueError, match="has no run_started"):
+        run_create(kind=RunKind.DIRECT, delegation=delegation, started={"a": 1}, **common)
+    assert AgentRun.objects.count() == 0
