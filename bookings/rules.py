@@ -13,6 +13,7 @@ from bookings.errors import BookingError
 
 KNOWN_EQUIPMENT = ("projector", "whiteboard", "video", "phone", "display")
 MAX_ATTENDEES = 500  # the most people one search or booking may name
+DEFAULT_ATTENDEES = 1  # a booking that names no head count: the person booking
 # What the screens call each item; the stored names above stay English.
 EQUIPMENT_LABELS: dict[str, Promise] = {
     "projector": pgettext_lazy("equipment", "projector"),

@@ -59,8 +59,9 @@ TOOLS = [
             summary="Book one room for the signed-in employee.",
             when_to_use="Only after the user asked to book and find_available_rooms returned the room.",
             differs_from="Writes a booking. find_available_rooms only reads; cancel_booking undoes a booking.",
-            parameters="room_id (e.g. R7), start_at/end_at with offset, attendees, equipment, "
-            "expected_version from find_available_rooms.",
+            parameters="Required: room_id (e.g. R7), start_at/end_at with offset, expected_version "
+            "from find_available_rooms. Optional: attendees (default: the head count the request "
+            "named, else 1), equipment.",
             constraints="Side effect: creates a booking. Booked only when status is confirmed with a booking_id. "
             "conflict means the room was taken or changed: search again, do not retry the same call. "
             "The requester is the signed-in user; the host adds the idempotency key.",

@@ -7,10 +7,11 @@ import re
 from datetime import datetime
 from typing import Any
 
-from agentops.contract import CallContext, Reason, ToolError, success
+from agentops.contract import CallContext, ToolError, success
 from bookings import selectors, services
 from bookings.errors import BookingError
 from bookings.models import Booking
+from bookings.rules import DEFAULT_ATTENDEES
 from bookings.tools.schemas import (
     BookingOut,
     BookingRef,
@@ -136,14 +137,9 @@ def _named_room(ctx: CallContext, args: FindAvailableRoomsInput) -> dict[str, An
 
 @_domain_errors
 def reserve_room(ctx: CallContext, args: ReserveRoomInput) -> dict[str, Any]:
-    attendees = args.attendees or ctx.delegation.attendees
-    if attendees is None:
-        raise ToolError(
-            Reason.INVALID_INPUT,
-            "attendees_required",
-            "attendees is required: the request did not say how many people.",
-            "Pass attendees (1-500).",
-        )
+    # Optional, as its schema says (seed 000's four fields book): the head count the request
+    # delegated, else the person booking alone.
+    attendees = args.attendees or ctx.delegation.attendees or DEFAULT_ATTENDEES
     res = services.booking_reserve(
         user=ctx.user,
         room_code=args.room_id,

@@ -98,7 +98,10 @@ class ReserveRoomInput(Strict):
         ge=1,
         le=MAX_ATTENDEES,
         title=gettext_noop("Attendees"),
-        description="Defaults to the number of people requested",
+        description=(
+            "How many people; optional: defaults to the number of people the request named, "
+            "else 1 (the person booking)"
+        ),
     )
     equipment: list[Equipment] = Field(
         default_factory=list, max_length=5, title=gettext_noop("Equipment")
