@@ -225,6 +225,10 @@ class Action(models.Model):
     task_id = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
+    # Not stored: set as a write of a run without a model settles (runtime.verifier.call_verify);
+    # the verified trace event is the record.
+    verification = None
+
     class Meta:
         ordering = ["turn", "call_index"]
         constraints = [

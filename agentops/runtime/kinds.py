@@ -12,6 +12,7 @@ trace) and differ only in what this table says. Each rule is read in one place:
 | ``refusal_ends_run``: a gate refusal | ``recorder`` | (the model sees it) | ends the run | only budget or loop |
 | ``compensates``: confirmed writes released at failure or cancel | ``saga.run_end`` | yes | no | no |
 | ``swept``: the sweeper steps it when it sits idle | ``sweeper.sweep`` | yes | yes | no (sessions expire instead) |
+| ``verify_each_call``: a confirmed write's receipt checked against the environment as it settles (else all at the run's end) | ``runs.action_settled`` | no (at the end: ``verifier.finish_with_verification``) | yes | yes |
 | ``started_event``: its trace opens with ``run_started`` (else with its call's gate) | ``run_create``, ``story.trace_problems`` | yes | no | no |
 
 ``tests/agentops/runtime/test_kinds.py`` checks the table row by row against the behaviour.
@@ -52,6 +53,7 @@ class KindRules:
     refusal_ends_run: bool
     compensates: bool
     swept: bool
+    verify_each_call: bool
     started_event: bool
 
 
@@ -64,6 +66,7 @@ KINDS: dict[RunKind, KindRules] = {
         refusal_ends_run=False,
         compensates=True,
         swept=True,
+        verify_each_call=False,
         started_event=True,
     ),
     RunKind.DIRECT: KindRules(
@@ -74,6 +77,7 @@ KINDS: dict[RunKind, KindRules] = {
         refusal_ends_run=True,
         compensates=False,
         swept=True,
+        verify_each_call=True,
         started_event=False,
     ),
     RunKind.MCP: KindRules(
@@ -84,6 +88,7 @@ KINDS: dict[RunKind, KindRules] = {
         refusal_ends_run=False,
         compensates=False,
         swept=False,
+        verify_each_call=True,
         started_event=False,
     ),
 }

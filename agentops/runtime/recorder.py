@@ -221,7 +221,7 @@ def action_call(started: Started) -> Called:
         key=action.idempotency_key, tool=action.tool, subject_id=run.subject_id, digest=digest
     )
     if claim.state == ClaimState.REPLAY:
-        return Called(claim.response, Signal(claim.response["signal"]))
+        return Called(*_replayed(spec, started.ctx, claim.response))
     if claim.state == ClaimState.REUSE:
         return Called(
             failure(
@@ -258,6 +258,34 @@ def action_call(started: Started) -> Called:
     if envelope.get("code") == TOOL_CRASHED:
         envelope, signal = _settle_crash(spec, action.idempotency_key, envelope)
     return Called(envelope, signal, owns_key=True)
+
+
+def _replayed(
+    spec: ToolSpec, ctx: CallContext, stored: dict[str, Any]
+) -> tuple[dict[str, Any], Signal]:
+    """A finished call's key answers from the tool's current receipt, not from the stored
+    response alone (seed 002): a green answer is given again only while its receipt still holds
+    in the environment (the tool's verify); otherwise the answer says what holds now."""
+    signal = Signal(stored["signal"])
+    if signal != Signal.GREEN or spec.verify is None:
+        return stored, signal
+    try:
+        verdict = spec.verify(stored.get("data") or {}, ctx)
+    except Exception as exc:  # a verify that cannot answer confirms nothing: ask again later
+        log.warning("verify of a replayed %s failed: %r", spec.name, exc)
+        return (
+            failure(
+                Reason.UNAVAILABLE,
+                "verification_unavailable",
+                "The earlier call's receipt could not be checked just now.",
+                "Retry shortly with the same key.",
+                1000,
+            ),
+            Signal.YELLOW,
+        )
+    if verdict.holds:
+        return stored, signal
+    return _no_longer_holds(stored, verdict.detail), Signal.RED
 
 
 def _settle_crash(spec: ToolSpec, key: str, crash: dict[str, Any]) -> tuple[dict[str, Any], Signal]:
@@ -343,15 +371,18 @@ def finish_locked(run: AgentRun, action: Action, called: Called, *, alone: bool 
 
 def action_finish(
     action_id: Any, attempt: int, called: Called, *, run_id: Any = None, alone: bool = False
-) -> None:
+) -> Action | None:
+    """Record the attempt's outcome; the action as it was settled, or None when the attempt
+    was no longer the action's (the sweeper took it over)."""
     with transaction.atomic():
         locked = lock_action(action_id, run_id=run_id)
         if locked is None:
-            return
+            return None
         run, action = locked
         if action.status != ActionStatus.RUNNING or action.attempts != attempt:
-            return  # the sweeper took this attempt over
+            return None  # the sweeper took this attempt over
         finish_locked(run, action, called, alone=alone)
+        return action
 
 
 def started_call_finish(started: Started) -> None:
@@ -413,8 +444,24 @@ def tool_call_governed(
     if not isinstance(begun, Started):
         return begun
     called = action_call(begun)
-    action_finish(begun.action.pk, begun.action.attempts, called, run_id=begun.run.pk)
+    settled = action_finish(begun.action.pk, begun.action.attempts, called, run_id=begun.run.pk)
+    verification = settled.verification if settled is not None else None
+    if verification is not None and not verification.holds:  # never green for what is gone
+        return _no_longer_holds(called.envelope, verification.detail)
     return called.envelope
+
+
+def _no_longer_holds(envelope: dict[str, Any], detail: str) -> dict[str, Any]:
+    """The answer for a write whose receipt does not hold in the environment now (seed 002:
+    what holds now, not what the call once answered)."""
+    refused = failure(
+        Reason.CONFLICT,
+        "receipt_no_longer_holds",
+        f"The call's receipt does not hold now: {detail}.",
+        "Nothing more was done; read the current state before acting again.",
+    )
+    refused["receipt"] = envelope.get("data")
+    return refused
 
 
 @transaction.atomic

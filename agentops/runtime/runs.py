@@ -54,6 +54,7 @@ from agentops.runtime.store import run_actions
 from agentops.runtime.timing import DEFAULT_BUDGETS, Budgets
 from agentops.runtime.trace import trace_append
 from agentops.runtime.transitions import action_move, run_move
+from agentops.runtime.verifier import call_verify
 from approvals.models import RequestStatus
 from approvals.selectors import approval_request_latest
 
@@ -327,6 +328,8 @@ def action_settled(run: AgentRun, action: Action, *, alone: bool = False) -> Non
         return
     if action.status == ActionStatus.QUEUED:  # a retry is scheduled
         return
+    if rules(run).verify_each_call:
+        action.verification = call_verify(run, action)
     if run.status == RunStatus.RECONCILING:
         resume_if_clear(run, action)
     else:
@@ -365,9 +368,15 @@ def resume_if_clear(run: AgentRun, action: Action) -> None:
 
 
 def _end_with_call(run: AgentRun, action: Action, outcome: RunOutcome | None = None) -> None:
+    """A run of one call ends with it: succeeded only when the call did and its receipt was
+    verified to hold (``action.verification``, set as it settled)."""
     if run.is_terminal:
         return
     ok = action.status == ActionStatus.SUCCEEDED
+    verification = getattr(action, "verification", None)
+    if ok and verification is not None and not verification.holds:
+        run_move(run, RunStatus.FAILED, outcome=RunOutcome.VERIFICATION_FAILED, reply="")
+        return
     if outcome is None:
         outcome = (
             RunOutcome.CALL_SUCCEEDED

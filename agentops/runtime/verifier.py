@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agentops.contract import Delegation, ReplyKind, Step, StepOutcome
+from agentops.contract import Delegation, ReplyKind, Step, StepOutcome, Verification
 from agentops.models import (
     UNSETTLED_ACTION_STATUSES,
     Action,
@@ -32,6 +32,30 @@ _STEP_OUTCOME = {
 def still_checking(run: AgentRun) -> str:
     """The reply while a write's outcome is unknown: never "booked", never "failed"."""
     return registry.assistant().reply(ReplyKind.STILL_CHECKING, language=run.language)
+
+
+def call_verify(run: AgentRun, action: Action) -> Verification | None:
+    """A confirmed write of a run without a model (a direct call, an MCP session's call),
+    checked as it settles: does its receipt hold in the current environment (the tool's own
+    verify)? Recorded as a ``verified`` event; None for a read, a refusal or a tool without a
+    verify. The caller holds the run lock."""
+    if action.readonly or action.status != ActionStatus.SUCCEEDED or action.compensates_id:
+        return None
+    spec = registry.get(action.tool)
+    if spec is None or spec.verify is None:
+        return None
+    receipt = (action.result or {}).get("data") or {}
+    try:
+        verdict = spec.verify(receipt, action_context(run, action))
+    except Exception as exc:  # a verify that cannot answer confirms nothing
+        verdict = Verification(False, f"verification failed: {type(exc).__name__}")
+    trace_append(
+        run=run,
+        kind=EventKind.VERIFIED,
+        action=action,
+        payload={"holds": verdict.holds, "detail": verdict.detail},
+    )
+    return verdict
 
 
 def finish_with_verification(
