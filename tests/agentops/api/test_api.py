@@ -679,7 +679,8 @@ def test_reading_own_run_shows_status_reply_ordered_events_and_bookings(e17):
         (1, "gate"),
         (2, "execution_started"),
         (3, "execution_finished"),
-        (4, "run_finished"),
+        (4, "verified"),  # the write's receipt checked against the database as it settled
+        (5, "run_finished"),
     ]
     assert body["receipts"] == [{"tool": "reserve_room", "receipt": envelope["data"]}]
     assert body["receipts"][0]["receipt"]["booking_id"] == Booking.objects.get().code

@@ -65,6 +65,7 @@ def test_a_lost_answer_is_unknown_then_reconciled_from_the_receipt(worker, e17, 
         "execution_finished",
         "run_reconciling",
         "reconcile_lookup",
+        "verified",  # the receipt found by its key holds in the database
         "run_finished",
     ]
     record = IdempotencyRecord.objects.get()
