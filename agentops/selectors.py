@@ -47,6 +47,7 @@ from agentops.runtime.auditlog import (
     audit_row,
     audit_rows,
 )
+from agentops.runtime.circuit import circuits_open as tools_paused
 from agentops.runtime.drills import drill_get, drill_latest
 from agentops.runtime.mcp_sessions import mcp_tool_names, mcp_tools, mcp_user
 from agentops.runtime.operator_queue import (
@@ -103,6 +104,7 @@ __all__ = [
     "runs_rollback_pending",
     "tool_get",
     "tools_all",
+    "tools_paused",
     "tools_visible_to",
 ]
 

@@ -258,6 +258,11 @@ OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 OPENAI_MODEL = os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
 APPROVAL_SIGNING_KEYS = os.environ.get("APPROVAL_SIGNING_KEYS", "k1:dev-only-approval-key")
 AGENT_RATE_LIMIT_PER_MINUTE = int(os.environ.get("AGENT_RATE_LIMIT_PER_MINUTE", "60"))
+# A tool's circuit (agentops/runtime/circuit.py): this many transient failures within the window
+# open it, and its calls are refused at once for the cool-down.
+TOOL_CIRCUIT_FAILURES = int(os.environ.get("TOOL_CIRCUIT_FAILURES", "5"))
+TOOL_CIRCUIT_WINDOW_S = int(os.environ.get("TOOL_CIRCUIT_WINDOW_S", "30"))
+TOOL_CIRCUIT_COOLDOWN_S = int(os.environ.get("TOOL_CIRCUIT_COOLDOWN_S", "30"))
 AGENT_RUN_RATE_LIMIT_PER_MINUTE = int(os.environ.get("AGENT_RUN_RATE_LIMIT_PER_MINUTE", "20"))
 AGENT_SWEEP_SECONDS = int(os.environ.get("AGENT_SWEEP_SECONDS", "30"))
 # Queued work and running runs untouched this long are re-enqueued by the sweeper.

@@ -95,6 +95,13 @@ def slot(
 
 
 @pytest.fixture(autouse=True)
+def _tool_circuits_stay_closed(settings):
+    """Tests that make a tool fail on purpose must not open its circuit for the tests after
+    them; tests/agentops/runtime/test_circuit.py sets its own threshold."""
+    settings.TOOL_CIRCUIT_FAILURES = 10_000
+
+
+@pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 

@@ -32,6 +32,7 @@ class Reason(StrEnum):
     LOOP_DETECTED = "loop_detected"
     RUN_TERMINAL = "run_terminal"
     OUTPUT_TOO_LARGE = "output_too_large"
+    OUTPUT_INVALID = "output_invalid"  # the tool answered outside its own output model
     EXPIRED = "expired"
     # yellow: transient
     TIMEOUT = "timeout"

@@ -20,7 +20,7 @@ from django.db import (
     close_old_connections,
     connection,
 )
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from agentops.contract import (
     CallContext,
@@ -31,6 +31,7 @@ from agentops.contract import (
     ToolSpec,
     failure,
 )
+from agentops.runtime.circuit import circuit_record, circuit_refusal
 from agentops.runtime.redis_client import get_redis
 from agentops.runtime.timing import FAULT_PAUSE_LIMIT_S
 
@@ -99,7 +100,21 @@ def _call(
 def invoke(
     spec: ToolSpec, ctx: CallContext, args: BaseModel, *, faults: list[dict[str, Any]]
 ) -> tuple[dict[str, Any], Signal]:
-    """Run the tool and return (envelope, signal)."""
+    """Run the tool and return (envelope, signal): refused at once while its circuit is open
+    (runtime.circuit), its answer checked against its output model (failing closed), cut to
+    its size cap."""
+    refusal = circuit_refusal(spec.name)
+    if refusal is not None:
+        return refusal, Signal.YELLOW
+    envelope, signal = _invoke(spec, ctx, args, faults=faults)
+    if not faults:  # an injected fault (tests, drills) says nothing of the tool's health
+        circuit_record(spec.name, failed=signal in (Signal.YELLOW, Signal.UNKNOWN))
+    return envelope, signal
+
+
+def _invoke(
+    spec: ToolSpec, ctx: CallContext, args: BaseModel, *, faults: list[dict[str, Any]]
+) -> tuple[dict[str, Any], Signal]:
     caller_gone = threading.Event()
     future = _POOL.submit(_call, spec, ctx, args, faults, caller_gone)
     try:
@@ -133,10 +148,35 @@ def invoke(
     except Exception as exc:  # a bug or a database refusal inside the tool: never a 500
         log.warning("tool %s raised", spec.name, exc_info=exc)
         return crashed(spec, exc), Signal.YELLOW if spec.meta.readonly else Signal.UNKNOWN
+    invalid = _off_model(spec, envelope)
+    if invalid is not None:
+        return invalid
     size = _size(envelope)
     if size > spec.meta.max_output_bytes:
         return output_cut(spec, envelope, size)
     return envelope, Signal(envelope["signal"])
+
+
+def _off_model(spec: ToolSpec, envelope: dict[str, Any]) -> tuple[dict[str, Any], Signal] | None:
+    """A green answer whose data is not what the tool's output model says is never passed on
+    (tool output is untrusted, a gateway tool's above all): a read's is refused; a write's may
+    have taken effect, so its outcome is unknown and reconciled from its receipt by key."""
+    if envelope.get("signal") != Signal.GREEN:
+        return None
+    try:
+        # As JSON, the way the answer leaves: dates as text are valid under a strict model.
+        spec.output_model.model_validate_json(json.dumps(envelope.get("data"), default=str))
+    except ValidationError as exc:
+        log.warning("tool %s answered outside its output model: %s", spec.name, exc)
+        if not spec.meta.readonly:
+            return _unknown(spec, "answered outside its output model"), Signal.UNKNOWN
+        return failure(
+            Reason.OUTPUT_INVALID,
+            "output_invalid",
+            f"{spec.name} answered outside its declared output.",
+            "The answer was not passed on; try another tool or report it.",
+        ), Signal.RED
+    return None
 
 
 def _size(value: Any) -> int:

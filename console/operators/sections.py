@@ -49,6 +49,19 @@ SECTIONS: list[QueueSection] = [
         items=runs_rollback_pending,
         count=selectors.rollbacks_pending_count,
     ),
+    QueueSection(
+        key="paused-tools",
+        title=gettext_lazy("Tools paused after repeated failures"),
+        explanation=gettext_lazy(
+            "A tool that failed several times in a short while is refused at once for a "
+            "moment, so that people are not kept waiting on it; nothing is run meanwhile. It "
+            "is tried again by itself when the pause ends. Nothing to decide here: check "
+            "what the tool depends on."
+        ),
+        template="console/operators/_paused_tool.html",
+        items=selectors.tools_paused,
+        count=lambda: len(selectors.tools_paused()),
+    ),
 ]
 
 

@@ -69,6 +69,7 @@ SELECTORS = {
     "runs_rollback_pending",
     "tool_get",
     "tools_all",
+    "tools_paused",
     "tools_visible_to",
 }
 

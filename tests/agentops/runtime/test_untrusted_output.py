@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pydantic
 import pytest
 
 from agentops.contract import success
@@ -105,11 +106,19 @@ def test_a_model_that_obeys_injected_text_is_stopped_by_the_gate(worker, e17, mi
 # --- answers over the cap -------------------------------------------------------------------------
 
 
+class AnyData(pydantic.BaseModel):
+    """An output model that takes whatever the test's handler answers (the size cut is what is
+    tested here; the output model check is tests/agentops/runtime/test_circuit.py's)."""
+
+    model_config = pydantic.ConfigDict(extra="allow")
+
+
 def _capped(monkeypatch, name: str, cap: int, handler=None):
     spec = registry.get(name)
     changes = {"meta": dataclasses.replace(spec.meta, max_output_bytes=cap)}
     if handler is not None:
         changes["handler"] = handler
+        changes["output_model"] = AnyData
     monkeypatch.setitem(registry._TOOLS, name, dataclasses.replace(spec, **changes))
     return spec
 

@@ -1,0 +1,149 @@
+"""A tool that keeps failing is refused at once for a cool-down (its circuit opens), shown to
+operators, and closes again after a success; an answer outside the tool's output model is
+never passed on (a read's refused, a write's reconciled)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import pytest
+
+from agentops.models import Action, AgentRun
+from agentops.runtime import registry
+from agentops.runtime.circuit import circuits_open
+from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.redis_client import get_redis
+from bookings.models import Booking, Room
+from tests.conftest import slot
+
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
+
+
+@pytest.fixture(autouse=True)
+def _circuit(settings):
+    settings.TOOL_CIRCUIT_FAILURES = 3
+    settings.TOOL_CIRCUIT_WINDOW_S = 30
+    settings.TOOL_CIRCUIT_COOLDOWN_S = 2
+    settings.AGENT_RATE_LIMIT_PER_MINUTE = 1000
+    get_redis().flushdb()
+    yield
+    get_redis().flushdb()
+
+
+def _search() -> dict:
+    start, end = slot(days=2)
+    return {"start_at": start.isoformat(), "end_at": end.isoformat(), "attendees": 2}
+
+
+@pytest.fixture
+def failing_search():
+    """find_available_rooms whose database is down: every call raises (a transient failure)."""
+    calls = []
+
+    def down(ctx, args):
+        calls.append(1)
+        raise ConnectionError("the database is down")
+
+    spec = dataclasses.replace(
+        registry.get("find_available_rooms"), name="search_down", handler=down
+    )
+    registry.register(spec)
+    yield spec.name, calls
+    registry.unregister(spec.name)
+
+
+def test_after_repeated_failures_calls_are_refused_at_once_then_let_through(
+    transactional_db, e17, failing_search
+):
+    name, calls = failing_search
+    answers = [tool_call_governed(user=e17, name=name, arguments=_search()) for _ in range(5)]
+
+    assert [a["code"] for a in answers[:3]] == ["tool_crashed"] * 3
+    assert [a["code"] for a in answers[3:]] == ["circuit_open"] * 2
+    assert all(a["signal"] == "yellow" and a["retry_after_ms"] > 0 for a in answers[3:])
+    assert len(calls) == 3  # the open circuit ran nothing
+    assert [c.tool for c in circuits_open()] == [name]
+
+    time.sleep(2.1)  # the cool-down passes: the next call goes through (and fails again)
+    assert tool_call_governed(user=e17, name=name, arguments=_search())["code"] == "tool_crashed"
+    assert len(calls) == 4
+
+
+def test_a_success_closes_the_circuit(transactional_db, e17, failing_search):
+    name, _ = failing_search
+    for _ in range(2):
+        tool_call_governed(user=e17, name=name, arguments=_search())
+    assert tool_call_governed(user=e17, name="find_available_rooms", arguments=_search())["ok"]
+    assert get_redis().exists("agentops:circuit:failures:search_down") == 1  # per tool
+
+    tool_call_governed(user=e17, name=name, arguments=_search())  # the third: opens it
+    assert [c.tool for c in circuits_open()] == [name]
+    assert circuits_open()[0].retry_after_s > 0
+
+
+def test_a_read_answering_outside_its_output_model_is_refused(transactional_db, e17):
+    spec = dataclasses.replace(
+        registry.get("find_available_rooms"),
+        name="search_off_model",
+        handler=lambda ctx, args: {"ok": True, "signal": "green", "data": {"rooms": "all of them"}},
+    )
+    registry.register(spec)
+    try:
+        answer = tool_call_governed(user=e17, name=spec.name, arguments=_search())
+    finally:
+        registry.unregister(spec.name)
+
+    assert (answer["signal"], answer["code"]) == ("red", "output_invalid")
+    assert "all of them" not in str(answer)
+
+
+def test_a_write_answering_outside_its_output_model_is_reconciled_from_its_receipt(worker, e17):
+    original = registry.get("reserve_room")
+
+    def booked_but_garbled(ctx, args):
+        envelope = original.handler(ctx, args)  # the booking is really made
+        return envelope | {"data": {"booking_id": 42}}
+
+    spec = dataclasses.replace(original, name="reserve_garbled", handler=booked_but_garbled)
+    registry.register(spec)
+    start, end = slot(days=3, hour=9)
+    try:
+        answer = tool_call_governed(
+            user=e17,
+            name=spec.name,
+            arguments={
+                "room_id": "R7",
+                "start_at": start.isoformat(),
+                "end_at": end.isoformat(),
+                "expected_version": Room.objects.get(code="R7").schedule_version,
+            },
+        )
+        assert (answer["signal"], answer["code"]) == ("unknown_outcome", "unknown_outcome")
+        from tests.workers import wait_for_run
+
+        run = wait_for_run(AgentRun.objects.get().pk)
+    finally:
+        registry.unregister(spec.name)
+
+    booking = Booking.objects.get()
+    action = Action.objects.get()
+    assert (run.status, run.outcome) == ("succeeded", "reconciled")
+    assert action.result["data"]["booking_id"] == booking.code  # the receipt, not the garble
+
+
+def test_operators_see_a_paused_tool_on_the_queue_page(transactional_db, e17, failing_search):
+    from django.test import Client
+
+    from tests.accounts.factories import EMPLOYEES, user_create
+
+    name, _ = failing_search
+    for _ in range(3):
+        tool_call_governed(user=e17, name=name, arguments=_search())
+    client = Client()
+    client.force_login(user_create("o01", roles=[EMPLOYEES, "operators"]))
+
+    page = client.get("/operators/queue/").content.decode()
+
+    assert 'id="paused-tools"' in page
+    assert f'data-tool="{name}"' in page
