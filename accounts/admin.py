@@ -4,6 +4,8 @@
   are looked at here, never added, edited or deleted by hand;
 - ``AuditedAdmin``: what the admin may change is audited (``AuditAction.ADMIN_CHANGED``) in the
   same transaction as the change (Django runs each change form in one transaction).
+
+Both refuse an action whose selection is not a list of primary keys with a 400 (``SafeActions``).
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
+from django.core.exceptions import BadRequest, ValidationError
 from django.db import transaction
 from django.db.models import Model, QuerySet
 from django.forms import ModelForm
@@ -27,7 +31,21 @@ from accounts.services import audit_record
 SECRET_FIELDS = frozenset({"password", "password1", "password2", "usable_password", "digest"})
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class SafeActions(admin.ModelAdmin):
+    """An action POST whose ``_selected_action`` holds what is not a primary key is a tampered
+    form: a 400, where Django's filter raised ValueError (a 500)."""
+
+    def response_action(self, request: HttpRequest, queryset: QuerySet, *args, **kwargs) -> Any:
+        pk = self.model._meta.pk
+        try:
+            for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+                pk.get_prep_value(pk.to_python(value))
+        except (ValidationError, ValueError, TypeError, OverflowError) as exc:
+            raise BadRequest("The selection is not a list of records.") from exc
+        return super().response_action(request, queryset, *args, **kwargs)
+
+
+class ReadOnlyAdmin(SafeActions):
     """View only: no add, change or delete, for anybody (superusers included)."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -50,7 +68,7 @@ def _shown(value: Any) -> Any:
     return str(value)
 
 
-class AuditedAdmin(admin.ModelAdmin):
+class AuditedAdmin(SafeActions):
     """Each add or change leaves an ``admin.changed`` audit entry naming the changed fields with
     their values before and after (secrets only by name)."""
 

@@ -86,6 +86,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "agentops.api.errors.ApiJsonErrorsMiddleware",  # outside the rest: sees every error page
+    "config.security.RefuseNulInAddress",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # Where Django's docs put it: after sessions, before CommonMiddleware. The language is the
     # switcher's cookie when set, else the browser's Accept-Language, else LANGUAGE_CODE.

@@ -29,8 +29,20 @@ def _error(status: int, code: str, message: str) -> JsonResponse:
     return JsonResponse({"error": {"code": code, "message": message}}, status=status)
 
 
+# Form bodies are what the CSRF check would parse (a bad multipart boundary raised there, and
+# the body could not be read after it): the API reads JSON only, so they are refused unread.
+_FORM_TYPES = frozenset({"multipart/form-data", "application/x-www-form-urlencoded"})
+
+
+def _form_refused(request) -> JsonResponse | None:
+    if request.method == "POST" and request.content_type in _FORM_TYPES:
+        return _error(415, "unsupported_media_type", "Send the body as application/json.")
+    return None
+
+
 def api_auth(view):
-    """Bearer token, else the session (then CSRF applies, as for any cookie-authenticated POST)."""
+    """Bearer token, else the session (then CSRF applies, as for any cookie-authenticated POST).
+    A form body is refused (415) before the CSRF check reads it."""
 
     @csrf_exempt
     @functools.wraps(view)
@@ -42,6 +54,8 @@ def api_auth(view):
                 return _error(401, "invalid_token", "The bearer token is unknown or revoked.")
             request.user = user
         elif request.user.is_authenticated:
+            if (refused := _form_refused(request)) is not None:
+                return refused
             rejected = CsrfViewMiddleware(lambda r: None).process_view(request, None, (), {})
             if rejected is not None:
                 return _error(
@@ -68,9 +82,11 @@ def _finite(text: str) -> float:
 
 
 def _json_body(request) -> tuple[Any, JsonResponse | None]:
-    """The body as JSON, refused before anything stores it: over the size cap (413), not JSON,
+    """The body as JSON, refused before anything stores it: a form (415), over the size cap (413), not JSON,
     NaN/Infinity, bad UTF-8, nested past the depth cap, a string past the length cap, or what
     jsonb could not hold (400)."""
+    if (refused := _form_refused(request)) is not None:
+        return None, refused
     cap = settings.API_MAX_BODY_BYTES
     try:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
@@ -144,7 +160,16 @@ def tool_call(request, name: str):
     if bad:
         return bad
     envelope = call_direct(user=request.user, name=name, arguments=body, idempotency_key=key)
-    return JsonResponse(envelope, status=202 if envelope.get("pending") else 200)
+    status = _REFUSAL_STATUS.get(envelope.get("code"), 202 if envelope.get("pending") else 200)
+    response = JsonResponse(envelope, status=status)
+    if status in _REFUSAL_STATUS.values():
+        response["Retry-After"] = str(math.ceil((envelope.get("retry_after_ms") or 1000) / 1000))
+    return response
+
+
+# Refusals of the gate that say "not now" answer as HTTP does, with Retry-After beside the
+# envelope's retry_after_ms; every other envelope is the call's answer (200).
+_REFUSAL_STATUS = {"rate_limited": 429, "rate_limiter_unavailable": 503}
 
 
 @require_http_methods(["POST"])
