@@ -57,6 +57,8 @@ WEBSOCKET_ALLOWED_ORIGINS = [
     ).split(",")
     if o
 ]
+# Our sockets only talk to the page: a client frame over this many bytes closes it (1009).
+WEBSOCKET_MAX_MESSAGE_BYTES = int(os.environ.get("WEBSOCKET_MAX_MESSAGE_BYTES", "4096"))
 # Error reports (and the debug page a developer opts into) mask every secret and every URL.
 DEFAULT_EXCEPTION_REPORTER_FILTER = "config.security.SecretsMaskedFilter"
 # Request limits: headers (config.security.HeaderLimits, and uvicorn's own in config/run.py),
