@@ -70,6 +70,8 @@ API_MAX_JSON_DEPTH = int(os.environ.get("API_MAX_JSON_DEPTH", "16"))
 API_MAX_STRING_CHARS = int(os.environ.get("API_MAX_STRING_CHARS", "4096"))
 
 INSTALLED_APPS = [
+    # First: its createsuperuser (the password validators on every path) wins over Django's.
+    "accounts",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -79,7 +81,6 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "django_htmx",
     "channels",
-    "accounts",
     "bookings",
     "agentops",
     "approvals",
@@ -88,7 +89,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "agentops.api.errors.ApiJsonErrorsMiddleware",  # outside the rest: sees every error page
-    "config.security.RefuseNulInAddress",
+    "config.security.RefuseNulInPath",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # Where Django's docs put it: after sessions, before CommonMiddleware. The language is the
     # switcher's cookie when set, else the browser's Accept-Language, else LANGUAGE_CODE.
@@ -105,6 +106,18 @@ MIDDLEWARE = [
 ROOT_URLCONF = "config.urls"
 ASGI_APPLICATION = "config.asgi.application"
 AUTH_USER_MODEL = "accounts.User"
+# Every password form (the admin's add-user and change-password forms) and createsuperuser
+# (accounts/management/commands) check these. 12 characters at least (OWASP ASVS 2.1.1), no
+# composition rules; the demo logins pass them (tests/accounts/test_passwords.py).
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": int(os.environ.get("PASSWORD_MIN_LENGTH", "12"))},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "bookings:search"
 LOGOUT_REDIRECT_URL = "login"

@@ -431,9 +431,9 @@ def test_cancelling_an_unknown_booking_is_not_found(as_e17):
 
 @pytest.mark.parametrize(
     "path",
-    ["/bookings/B1%00/cancel/", "/bookings/%00/cancel/", "/?date=%00", "/bookings/?x=a%00b"],
+    ["/bookings/B1%00/cancel/", "/bookings/%00/cancel/", "/bookings%00/", "/%00"],
 )
-def test_a_nul_byte_in_the_address_is_400_and_writes_nothing(as_e17, e17, path):
+def test_a_nul_byte_in_the_path_is_400_and_writes_nothing(as_e17, e17, path):
     reserve(e17)
     before = snapshot()
     for answer in (as_e17.post(path), as_e17.post(path, **HTMX), as_e17.get(path)):
