@@ -24,8 +24,10 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy, ngettext
 
+from accounts.forms import ThrottledAdminAuthenticationForm
 from accounts.models import ApiToken, AuditAction, AuditEntry, User
-from accounts.services import audit_record
+from accounts.services import audit_record, login_unlock_by
+from accounts.views import throttled_status
 
 # Never copied into the audit log, even as "before/after": only their names.
 SECRET_FIELDS = frozenset({"password", "password1", "password2", "usable_password", "digest"})
@@ -121,6 +123,27 @@ class EmployeeAdmin(AuditedAdmin, UserAdmin):
     fieldsets = (*UserAdmin.fieldsets, ("Employee", {"fields": ("employee_id", "department")}))
     search_fields = ("username", "employee_id", "first_name", "last_name")
     audit_kind = "user"
+    actions = ["unlock_sign_in"]
+
+    def has_unlock_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    @admin.action(description=gettext_lazy("Unlock sign-in"), permissions=["unlock"])
+    def unlock_sign_in(self, request: HttpRequest, queryset: QuerySet[User]) -> None:
+        """Lift the sign-in lock of each selected person, each with its audit entry."""
+        users = list(queryset)
+        for user in users:
+            login_unlock_by(actor=request.user, user=user)
+        self.message_user(
+            request,
+            ngettext(
+                "Sign-in unlocked for %(n)d person.",
+                "Sign-in unlocked for %(n)d people.",
+                len(users),
+            )
+            % {"n": len(users)},
+            messages.SUCCESS,
+        )
 
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         # People own runs, bookings and audit entries (protected): deactivate them instead.
@@ -179,3 +202,15 @@ class AuditEntryAdmin(ReadOnlyAdmin):
     search_fields = ("target", "actor__username", "run_id")
     list_select_related = ("actor",)
     date_hierarchy = "at"
+
+
+# /admin/login/ is throttled as the site's sign-in is: the same form rules, the same statuses.
+admin.site.login_form = ThrottledAdminAuthenticationForm
+_admin_login = admin.site.login
+
+
+def _throttled_admin_login(request: HttpRequest, extra_context: dict | None = None) -> Any:
+    return throttled_status(_admin_login(request, extra_context))
+
+
+admin.site.login = _throttled_admin_login

@@ -118,6 +118,20 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Sign-in throttling (accounts.throttle): failures per account and per client address within
+# the window; past the limit a lock of LOGIN_LOCKOUT_SECONDS, doubled for each further lock
+# within a day, at most LOGIN_LOCKOUT_MAX_SECONDS. Behind a proxy the address is the client's
+# only when the server trusts the proxy's X-Forwarded-For (README, "Deployment").
+LOGIN_MAX_FAILURES_PER_ACCOUNT = int(os.environ.get("LOGIN_MAX_FAILURES_PER_ACCOUNT", "5"))
+LOGIN_MAX_FAILURES_PER_ADDRESS = int(os.environ.get("LOGIN_MAX_FAILURES_PER_ADDRESS", "20"))
+LOGIN_FAILURE_WINDOW_SECONDS = int(os.environ.get("LOGIN_FAILURE_WINDOW_SECONDS", "900"))
+LOGIN_LOCKOUT_SECONDS = int(os.environ.get("LOGIN_LOCKOUT_SECONDS", "60"))
+LOGIN_LOCKOUT_MAX_SECONDS = int(os.environ.get("LOGIN_LOCKOUT_MAX_SECONDS", "3600"))
+# Password checks at once per web process (each takes a core for a few hundred ms: PBKDF2), and
+# how long a sign-in waits for a slot before it is answered 503. One per process leaves the
+# other cores to everyone else.
+LOGIN_HASH_CONCURRENCY = int(os.environ.get("LOGIN_HASH_CONCURRENCY", "1"))
+LOGIN_HASH_WAIT_SECONDS = float(os.environ.get("LOGIN_HASH_WAIT_SECONDS", "5"))
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "bookings:search"
 LOGOUT_REDIRECT_URL = "login"
