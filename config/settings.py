@@ -37,7 +37,17 @@ def _service_urls() -> tuple[str, str]:
 
 DATABASE_URL, REDIS_URL = _service_urls()
 
-SECRET_KEY = os.environ.get("SECRET_KEY", "dev-only-insecure-key-change-me")
+# The profile: "development" (the default: `make run`, `make test`) or "production", which
+# refuses to start with development secrets or DEBUG and turns on the TLS settings below.
+PROFILE = os.environ.get("DJANGO_PROFILE", "development").strip().lower()
+if PROFILE not in {"development", "production"}:
+    raise ImproperlyConfigured(
+        f"DJANGO_PROFILE must be development or production, not {PROFILE!r}."
+    )
+PRODUCTION = PROFILE == "production"
+DEV_SECRET_KEY = "dev-only-insecure-key-change-me"
+DEV_APPROVAL_SIGNING_KEYS = "k1:dev-only-approval-key"
+SECRET_KEY = os.environ.get("SECRET_KEY", DEV_SECRET_KEY)
 # Off unless a developer opts in: the debug pages show settings to whoever hits an error.
 DEBUG = _env_bool("DEBUG", False)
 ALLOWED_HOSTS = [
@@ -101,6 +111,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "accounts.middleware.HtmxLoginRedirectMiddleware",
+    "accounts.middleware.SessionIdleTimeout",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -285,7 +296,7 @@ AGENT_MODEL = os.environ.get("AGENT_MODEL", "rules")
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 OPENAI_MODEL = os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
-APPROVAL_SIGNING_KEYS = os.environ.get("APPROVAL_SIGNING_KEYS", "k1:dev-only-approval-key")
+APPROVAL_SIGNING_KEYS = os.environ.get("APPROVAL_SIGNING_KEYS", DEV_APPROVAL_SIGNING_KEYS)
 AGENT_RATE_LIMIT_PER_MINUTE = int(os.environ.get("AGENT_RATE_LIMIT_PER_MINUTE", "60"))
 AGENT_RUN_RATE_LIMIT_PER_MINUTE = int(os.environ.get("AGENT_RUN_RATE_LIMIT_PER_MINUTE", "20"))
 AGENT_SWEEP_SECONDS = int(os.environ.get("AGENT_SWEEP_SECONDS", "30"))
@@ -315,8 +326,13 @@ APPROVAL_DEADLINE_MINUTES = int(os.environ.get("APPROVAL_DEADLINE_MINUTES", "30"
 # How long a signed approval stays usable after the decision (never past the request deadline).
 APPROVAL_VALID_MINUTES = int(os.environ.get("APPROVAL_VALID_MINUTES", "10"))
 
-# --- mail (approval notifications): the console unless an SMTP server is configured ---
-_MAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+# --- mail (approval notifications): the console in development, SMTP in production ---
+_MAIL_BACKEND = os.environ.get(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.smtp.EmailBackend"
+    if PRODUCTION
+    else "django.core.mail.backends.console.EmailBackend",
+)
 _MAIL_OPTIONS: dict[str, object] = {}
 if _MAIL_BACKEND.endswith("smtp.EmailBackend"):
     _MAIL_OPTIONS = {
@@ -329,3 +345,54 @@ if _MAIL_BACKEND.endswith("smtp.EmailBackend"):
     }
 MAILERS = {"default": {"BACKEND": _MAIL_BACKEND, "OPTIONS": _MAIL_OPTIONS}}
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "rooms@localhost")
+
+
+# --- TLS, cookies and sessions: on in production, each settable on its own ---
+SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", PRODUCTION)
+CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", PRODUCTION)
+SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", PRODUCTION)
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "31536000" if PRODUCTION else "0"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", PRODUCTION)
+SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", PRODUCTION)
+# The TLS proxy's header that says the client spoke HTTPS, as "Header-Name:value" (empty: none;
+# set it only when the proxy always sets or strips that header).
+_PROXY_SSL = os.environ.get(
+    "SECURE_PROXY_SSL_HEADER", "X-Forwarded-Proto:https" if PRODUCTION else ""
+)
+SECURE_PROXY_SSL_HEADER = (
+    (
+        "HTTP_" + _PROXY_SSL.split(":", 1)[0].strip().upper().replace("-", "_"),
+        _PROXY_SSL.split(":", 1)[1].strip(),
+    )
+    if ":" in _PROXY_SSL
+    else None
+)
+# An idle session ends after this long (accounts.middleware.SessionIdleTimeout renews an active
+# one at most every SESSION_RENEW_SECONDS, not on every request: one write per few minutes).
+SESSION_COOKIE_AGE = int(
+    os.environ.get("SESSION_IDLE_TIMEOUT_SECONDS", "1800" if PRODUCTION else "43200")
+)
+SESSION_RENEW_SECONDS = int(os.environ.get("SESSION_RENEW_SECONDS", "300"))
+
+if PRODUCTION:
+    _refused = [
+        reason
+        for reason, wrong in [
+            ("DEBUG is on", DEBUG),
+            (
+                "SECRET_KEY is the development key or too weak (50+ characters)",
+                SECRET_KEY == DEV_SECRET_KEY or len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5,
+            ),
+            (
+                "APPROVAL_SIGNING_KEYS holds the development key",
+                "dev-only" in APPROVAL_SIGNING_KEYS
+                or APPROVAL_SIGNING_KEYS == DEV_APPROVAL_SIGNING_KEYS,
+            ),
+            ("MCP_INSECURE_DEMO_USER is set", bool(MCP_INSECURE_DEMO_USER)),
+        ]
+        if wrong
+    ]
+    if _refused:
+        raise ImproperlyConfigured(
+            "DJANGO_PROFILE=production refuses to start: " + "; ".join(_refused) + "."
+        )
