@@ -284,9 +284,10 @@ def test_odd_content_types_on_the_session_path_are_4xx_json_and_write_nothing(
     )
     assert response.status_code < 500
     assert response["Content-Type"].startswith("application/json")
+    if content_type.split(";")[0] in ("multipart/form-data", "application/x-www-form-urlencoded"):
+        assert response.status_code == 415
     if response.status_code >= 400:
         assert "error" in response.json()
-    assert not Booking.objects.exclude(status="cancelled").count() > before[0]
     assert state() == before
 
 
