@@ -4,6 +4,8 @@
   are looked at here, never added, edited or deleted by hand;
 - ``AuditedAdmin``: what the admin may change is audited (``AuditAction.ADMIN_CHANGED``) in the
   same transaction as the change (Django runs each change form in one transaction).
+
+Both refuse an action whose selection is not a list of primary keys with a 400 (``SafeActions``).
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
 from django.contrib.auth.admin import GroupAdmin, UserAdmin
 from django.contrib.auth.models import Group
+from django.core.exceptions import BadRequest, ValidationError
 from django.db import transaction
 from django.db.models import Model, QuerySet
 from django.forms import ModelForm
@@ -20,14 +24,30 @@ from django.http import HttpRequest
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy, ngettext
 
+from accounts.forms import ThrottledAdminAuthenticationForm
 from accounts.models import ApiToken, AuditAction, AuditEntry, User
-from accounts.services import audit_record
+from accounts.services import audit_record, login_unlock_by
+from accounts.views import throttled_status
 
 # Never copied into the audit log, even as "before/after": only their names.
 SECRET_FIELDS = frozenset({"password", "password1", "password2", "usable_password", "digest"})
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class SafeActions(admin.ModelAdmin):
+    """An action POST whose ``_selected_action`` holds what is not a primary key is a tampered
+    form: a 400, where Django's filter raised ValueError (a 500)."""
+
+    def response_action(self, request: HttpRequest, queryset: QuerySet, *args, **kwargs) -> Any:
+        pk = self.model._meta.pk
+        try:
+            for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+                pk.get_prep_value(pk.to_python(value))
+        except (ValidationError, ValueError, TypeError, OverflowError) as exc:
+            raise BadRequest("The selection is not a list of records.") from exc
+        return super().response_action(request, queryset, *args, **kwargs)
+
+
+class ReadOnlyAdmin(SafeActions):
     """View only: no add, change or delete, for anybody (superusers included)."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:
@@ -50,7 +70,7 @@ def _shown(value: Any) -> Any:
     return str(value)
 
 
-class AuditedAdmin(admin.ModelAdmin):
+class AuditedAdmin(SafeActions):
     """Each add or change leaves an ``admin.changed`` audit entry naming the changed fields with
     their values before and after (secrets only by name)."""
 
@@ -103,6 +123,27 @@ class EmployeeAdmin(AuditedAdmin, UserAdmin):
     fieldsets = (*UserAdmin.fieldsets, ("Employee", {"fields": ("employee_id", "department")}))
     search_fields = ("username", "employee_id", "first_name", "last_name")
     audit_kind = "user"
+    actions = ["unlock_sign_in"]
+
+    def has_unlock_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_active and request.user.is_superuser
+
+    @admin.action(description=gettext_lazy("Unlock sign-in"), permissions=["unlock"])
+    def unlock_sign_in(self, request: HttpRequest, queryset: QuerySet[User]) -> None:
+        """Lift the sign-in lock of each selected person, each with its audit entry."""
+        users = list(queryset)
+        for user in users:
+            login_unlock_by(actor=request.user, user=user)
+        self.message_user(
+            request,
+            ngettext(
+                "Sign-in unlocked for %(n)d person.",
+                "Sign-in unlocked for %(n)d people.",
+                len(users),
+            )
+            % {"n": len(users)},
+            messages.SUCCESS,
+        )
 
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         # People own runs, bookings and audit entries (protected): deactivate them instead.
@@ -161,3 +202,15 @@ class AuditEntryAdmin(ReadOnlyAdmin):
     search_fields = ("target", "actor__username", "run_id")
     list_select_related = ("actor",)
     date_hierarchy = "at"
+
+
+# /admin/login/ is throttled as the site's sign-in is: the same form rules, the same statuses.
+admin.site.login_form = ThrottledAdminAuthenticationForm
+_admin_login = admin.site.login
+
+
+def _throttled_admin_login(request: HttpRequest, extra_context: dict | None = None) -> Any:
+    return throttled_status(_admin_login(request, extra_context))
+
+
+admin.site.login = _throttled_admin_login

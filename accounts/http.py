@@ -57,9 +57,22 @@ def api_error(status: int, code: str, message: str) -> JsonResponse:
     return JsonResponse({"error": {"code": code, "message": message}}, status=status)
 
 
+# Form bodies are what the CSRF check would parse (a bad multipart boundary raised there, and
+# the body could not be read after it): the API reads JSON only, so they are refused unread.
+_FORM_TYPES = frozenset({"multipart/form-data", "application/x-www-form-urlencoded"})
+
+
+def form_body_refused(request: HttpRequest) -> JsonResponse | None:
+    """415 for a form body sent to the JSON API (read before anything parses it)."""
+    if request.method == "POST" and request.content_type in _FORM_TYPES:
+        return api_error(415, "unsupported_media_type", "Send the body as application/json.")
+    return None
+
+
 def api_auth[View: Callable[..., HttpResponse]](view: View) -> View:
     """Bearer token, else the session (then CSRF applies, as for any cookie-authenticated POST).
-    Identity never comes from the body."""
+    Identity never comes from the body. A form body is refused (415) before the CSRF check
+    reads it."""
 
     @csrf_exempt
     @functools.wraps(view)
@@ -71,6 +84,8 @@ def api_auth[View: Callable[..., HttpResponse]](view: View) -> View:
                 return api_error(401, "invalid_token", "The bearer token is unknown or revoked.")
             request.user = user
         elif request.user.is_authenticated:
+            if (refused := form_body_refused(request)) is not None:
+                return refused
             rejected = CsrfViewMiddleware(lambda r: HttpResponse()).process_view(
                 request, None, (), {}
             )

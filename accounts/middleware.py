@@ -4,6 +4,7 @@ instead, with `next` back to the page the user was on, and the browser navigates
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
@@ -30,3 +31,25 @@ class HtmxLoginRedirectMiddleware:
         redirected = HttpResponse(status=200)
         redirected["HX-Redirect"] = redirect_to_login(back, login)["Location"]
         return redirected
+
+
+RENEWED_AT = "_idle_renewed_at"
+
+
+class SessionIdleTimeout:
+    """Sessions end after SESSION_COOKIE_AGE of inactivity: a request with a session renews its
+    expiry (the session saved again, its cookie sent again) when the last renewal is
+    SESSION_RENEW_SECONDS old, rather than on every request as SESSION_SAVE_EVERY_REQUEST would
+    (a database write per request). An idle session thus ends between AGE - RENEW and AGE."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        session = getattr(request, "session", None)
+        if session is not None and session.session_key and not session.is_empty():
+            now = int(time.time())
+            if now - int(session.get(RENEWED_AT, 0)) >= settings.SESSION_RENEW_SECONDS:
+                session[RENEWED_AT] = now  # saved by SessionMiddleware, with a new expiry
+        return response

@@ -85,6 +85,8 @@ class AuditAction(models.TextChoices):
     ADMIN_CHANGED = "admin.changed", gettext_lazy("Changed a record in the admin")
     DRILL_RUN = "drill.run", gettext_lazy("Ran the drills")
     AUDIT_EXPORTED = "audit.exported", gettext_lazy("Exported the audit log")
+    LOGIN_LOCKED = "login.locked", gettext_lazy("Sign-in locked after failed attempts")
+    LOGIN_UNLOCKED = "login.unlocked", gettext_lazy("Unlocked a sign-in")
 
 
 class AuditEntry(models.Model):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -10,8 +11,11 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from accounts import throttle
 from accounts.models import ApiToken, AuditAction, AuditEntry, User
 from config import sqlrows
+
+logger = logging.getLogger(__name__)
 
 
 @transaction.atomic
@@ -85,3 +89,30 @@ def audit_record(
     return AuditEntry.objects.create(
         actor=actor, action=action, target=target[:120], run_id=run_id, detail=detail or {}
     )
+
+
+def login_lockout_record(*, username: str, address: str, scope: str, locked_for_s: int) -> None:
+    """Audit a sign-in lock. The audit log names a person, so a lock is recorded against the
+    account whose name was tried when there is one (a guesser of names that do not exist
+    leaves a warning in the log instead: there is nobody to name)."""
+    user = User.objects.filter(username__iexact=username.strip()).first()
+    detail = {"scope": scope, "address": address, "locked_for_s": locked_for_s}
+    if user is None:
+        logger.warning("sign-in locked for an unknown account (%s): %s", scope, detail)
+        return
+    audit_record(
+        actor=user, action=AuditAction.LOGIN_LOCKED, target=f"user:{user.pk}", detail=detail
+    )
+
+
+@transaction.atomic
+def login_unlock_by(*, actor: User, user: User) -> int:
+    """Lift an account's sign-in lock (an admin's decision), audited; the keys removed."""
+    removed = throttle.login_unlock(username=user.get_username())
+    audit_record(
+        actor=actor,
+        action=AuditAction.LOGIN_UNLOCKED,
+        target=f"user:{user.pk}",
+        detail={"user": user.get_username(), "keys": removed},
+    )
+    return removed

@@ -8,12 +8,12 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from channels.layers import get_channel_layer
 from django.db import transaction
 
 from accounts.models import Role
 from accounts.selectors import user_roles
+from config.websocket import ListeningJsonConsumer
 
 INBOX_GROUP = "approvals.inbox"
 NOT_SIGNED_IN = 4401
@@ -31,7 +31,7 @@ def inbox_poke() -> None:
     transaction.on_commit(send, robust=True)
 
 
-class InboxConsumer(AsyncJsonWebsocketConsumer):
+class InboxConsumer(ListeningJsonConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:

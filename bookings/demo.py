@@ -69,6 +69,8 @@ def load_demo_data() -> None:
 
 
 def _load(Group, Role, Room, User) -> None:  # noqa: N803
+    from django.contrib.auth.password_validation import validate_password
+
     groups = {role: Group.objects.get_or_create(name=role)[0] for role in Role}
     for code, name, capacity, equipment, dept, floor, notes, bookable, approval in ROOMS:
         Room.objects.update_or_create(
@@ -97,6 +99,8 @@ def _load(Group, Role, Room, User) -> None:  # noqa: N803
             },
         )
         if created:
+            # Through the validators as any password is: the demo logins meet the policy.
+            validate_password(demo_password(username), user)
             user.set_password(demo_password(username))
             user.save(update_fields=["password"])
         user.groups.add(*(groups[r] for r in roles))

@@ -14,6 +14,7 @@ django_asgi = OneTripASGIHandler()
 from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs the app registry)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
+from django.urls import re_path  # noqa: E402
 
 from agentops.mcp.server import mcp_mount  # noqa: E402
 from approvals.routing import websocket_urlpatterns as approval_routes  # noqa: E402
@@ -21,6 +22,7 @@ from config.security import (  # noqa: E402
     ExactOriginValidator,
     HeaderLimits,
     SafeStaticFilesHandler,
+    no_such_socket,
 )
 from console.routing import websocket_urlpatterns as run_routes  # noqa: E402
 
@@ -36,7 +38,9 @@ application = HeaderLimits(
             {
                 "http": http_app,
                 "websocket": ExactOriginValidator(
-                    AuthMiddlewareStack(URLRouter(run_routes + approval_routes))
+                    AuthMiddlewareStack(
+                        URLRouter([*run_routes, *approval_routes, re_path(r"", no_such_socket)])
+                    )
                 ),
             }
         )

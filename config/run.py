@@ -172,6 +172,9 @@ def web_argv(host: str, port: int) -> list[str]:
         *(PY, "-m", "uvicorn", "config.asgi:application", "--host", host, "--port", str(port)),
         # httptools with a bound on a request's head (config.webserver).
         *("--no-access-log", "--http", "config.webserver:BoundedHttpToolsProtocol"),
+        # A websocket frame past 64 KiB is closed (1009) by the server before it is buffered
+        # (uvicorn's default is 16 MiB); the consumers refuse smaller ones over their own cap.
+        *("--ws-max-size", "65536"),
     ]
 
 

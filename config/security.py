@@ -1,5 +1,6 @@
 """What keeps secrets and foreign pages out at the edge: the settings filter of error reports,
-the websocket Origin check, request-header limits, and static files that never answer 500."""
+the websocket Origin check and its fallback route, request-header limits, NUL bytes in a
+request's path, and static files that never answer 500."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.core.exceptions import SuspiciousOperation
-from django.http import Http404
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.views.debug import SafeExceptionReporterFilter
 
 from config.webserver import HEADERS_TOO_LARGE
@@ -116,6 +117,36 @@ class HeaderLimits:
             await send({"type": "http.response.body", "body": body})
             return None
         return await self.application(scope, receive, send)
+
+
+# --- NUL bytes in the address -------------------------------------------------------------------
+
+
+class RefuseNulInPath:
+    """A NUL byte (%00) in the path is a 400 before any view runs: PostgreSQL cannot hold one in
+    text, so a view that looked a path segment up answered 500 (DataError,
+    `POST /bookings/B1%00/cancel/`). No URL of ours carries one. (Query values are the forms'
+    business: each form refuses or strips what it cannot use.)"""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if "\x00" in request.path:
+            return HttpResponseBadRequest(b"Bad Request", content_type="text/plain")
+        return self.get_response(request)
+
+
+# --- websocket routes -----------------------------------------------------------------------------
+
+NO_SUCH_SOCKET = 4404
+
+
+async def no_such_socket(scope: dict, receive: Callable, send: Callable) -> None:
+    """The last websocket route: a path no consumer serves is refused at the handshake (close
+    4404 before accept: the browser sees HTTP 403), not a "No route found" server error."""
+    await receive()  # websocket.connect
+    await send({"type": "websocket.close", "code": NO_SUCH_SOCKET})
 
 
 # --- static files -----------------------------------------------------------------------------

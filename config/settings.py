@@ -37,7 +37,17 @@ def _service_urls() -> tuple[str, str]:
 
 DATABASE_URL, REDIS_URL = _service_urls()
 
-SECRET_KEY = os.environ.get("SECRET_KEY", "dev-only-insecure-key-change-me")
+# The profile: "development" (the default: `make run`, `make test`) or "production", which
+# refuses to start with development secrets or DEBUG and turns on the TLS settings below.
+PROFILE = os.environ.get("DJANGO_PROFILE", "development").strip().lower()
+if PROFILE not in {"development", "production"}:
+    raise ImproperlyConfigured(
+        f"DJANGO_PROFILE must be development or production, not {PROFILE!r}."
+    )
+PRODUCTION = PROFILE == "production"
+DEV_SECRET_KEY = "dev-only-insecure-key-change-me"
+DEV_APPROVAL_SIGNING_KEYS = "k1:dev-only-approval-key"
+SECRET_KEY = os.environ.get("SECRET_KEY", DEV_SECRET_KEY)
 # Off unless a developer opts in: the debug pages show settings to whoever hits an error.
 DEBUG = _env_bool("DEBUG", False)
 ALLOWED_HOSTS = [
@@ -57,6 +67,8 @@ WEBSOCKET_ALLOWED_ORIGINS = [
     ).split(",")
     if o
 ]
+# Our sockets only talk to the page: a client frame over this many bytes closes it (1009).
+WEBSOCKET_MAX_MESSAGE_BYTES = int(os.environ.get("WEBSOCKET_MAX_MESSAGE_BYTES", "4096"))
 # Error reports (and the debug page a developer opts into) mask every secret and every URL.
 DEFAULT_EXCEPTION_REPORTER_FILTER = "config.security.SecretsMaskedFilter"
 # Request limits: headers (config.security.HeaderLimits, and uvicorn's own in config/run.py),
@@ -68,6 +80,8 @@ API_MAX_JSON_DEPTH = int(os.environ.get("API_MAX_JSON_DEPTH", "16"))
 API_MAX_STRING_CHARS = int(os.environ.get("API_MAX_STRING_CHARS", "4096"))
 
 INSTALLED_APPS = [
+    # First: its createsuperuser (the password validators on every path) wins over Django's.
+    "accounts",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -77,7 +91,6 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "django_htmx",
     "channels",
-    "accounts",
     "bookings",
     "agentops",
     "approvals",
@@ -87,6 +100,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "agentops.api.errors.ApiJsonErrorsMiddleware",  # outside the rest: sees every error page
+    "config.security.RefuseNulInPath",
     "django.contrib.sessions.middleware.SessionMiddleware",
     # Where Django's docs put it: after sessions, before CommonMiddleware. The language is the
     # switcher's cookie when set, else the browser's Accept-Language, else LANGUAGE_CODE.
@@ -98,11 +112,38 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "accounts.middleware.HtmxLoginRedirectMiddleware",
+    "accounts.middleware.SessionIdleTimeout",
 ]
 
 ROOT_URLCONF = "config.urls"
 ASGI_APPLICATION = "config.asgi.application"
 AUTH_USER_MODEL = "accounts.User"
+# Every password form (the admin's add-user and change-password forms) and createsuperuser
+# (accounts/management/commands) check these. 12 characters at least (OWASP ASVS 2.1.1), no
+# composition rules; the demo logins pass them (tests/accounts/test_passwords.py).
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
+        "OPTIONS": {"min_length": int(os.environ.get("PASSWORD_MIN_LENGTH", "12"))},
+    },
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# Sign-in throttling (accounts.throttle): failures per account and per client address within
+# the window; past the limit a lock of LOGIN_LOCKOUT_SECONDS, doubled for each further lock
+# within a day, at most LOGIN_LOCKOUT_MAX_SECONDS. Behind a proxy the address is the client's
+# only when the server trusts the proxy's X-Forwarded-For (README, "Deployment").
+LOGIN_MAX_FAILURES_PER_ACCOUNT = int(os.environ.get("LOGIN_MAX_FAILURES_PER_ACCOUNT", "5"))
+LOGIN_MAX_FAILURES_PER_ADDRESS = int(os.environ.get("LOGIN_MAX_FAILURES_PER_ADDRESS", "20"))
+LOGIN_FAILURE_WINDOW_SECONDS = int(os.environ.get("LOGIN_FAILURE_WINDOW_SECONDS", "900"))
+LOGIN_LOCKOUT_SECONDS = int(os.environ.get("LOGIN_LOCKOUT_SECONDS", "60"))
+LOGIN_LOCKOUT_MAX_SECONDS = int(os.environ.get("LOGIN_LOCKOUT_MAX_SECONDS", "3600"))
+# Password checks at once per web process (each takes a core for a few hundred ms: PBKDF2), and
+# how long a sign-in waits for a slot before it is answered 503. One per process leaves the
+# other cores to everyone else.
+LOGIN_HASH_CONCURRENCY = int(os.environ.get("LOGIN_HASH_CONCURRENCY", "1"))
+LOGIN_HASH_WAIT_SECONDS = float(os.environ.get("LOGIN_HASH_WAIT_SECONDS", "5"))
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "bookings:search"
 LOGOUT_REDIRECT_URL = "login"
@@ -256,7 +297,7 @@ AGENT_MODEL = os.environ.get("AGENT_MODEL", "rules")
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 OPENAI_MODEL = os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
-APPROVAL_SIGNING_KEYS = os.environ.get("APPROVAL_SIGNING_KEYS", "k1:dev-only-approval-key")
+APPROVAL_SIGNING_KEYS = os.environ.get("APPROVAL_SIGNING_KEYS", DEV_APPROVAL_SIGNING_KEYS)
 AGENT_RATE_LIMIT_PER_MINUTE = int(os.environ.get("AGENT_RATE_LIMIT_PER_MINUTE", "60"))
 # A tool's circuit (agentops/runtime/circuit.py): this many transient failures within the window
 # open it, and its calls are refused at once for the cool-down.
@@ -291,8 +332,13 @@ APPROVAL_DEADLINE_MINUTES = int(os.environ.get("APPROVAL_DEADLINE_MINUTES", "30"
 # How long a signed approval stays usable after the decision (never past the request deadline).
 APPROVAL_VALID_MINUTES = int(os.environ.get("APPROVAL_VALID_MINUTES", "10"))
 
-# --- mail (approval notifications): the console unless an SMTP server is configured ---
-_MAIL_BACKEND = os.environ.get("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+# --- mail (approval notifications): the console in development, SMTP in production ---
+_MAIL_BACKEND = os.environ.get(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.smtp.EmailBackend"
+    if PRODUCTION
+    else "django.core.mail.backends.console.EmailBackend",
+)
 _MAIL_OPTIONS: dict[str, object] = {}
 if _MAIL_BACKEND.endswith("smtp.EmailBackend"):
     _MAIL_OPTIONS = {
@@ -305,3 +351,54 @@ if _MAIL_BACKEND.endswith("smtp.EmailBackend"):
     }
 MAILERS = {"default": {"BACKEND": _MAIL_BACKEND, "OPTIONS": _MAIL_OPTIONS}}
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "rooms@localhost")
+
+
+# --- TLS, cookies and sessions: on in production, each settable on its own ---
+SESSION_COOKIE_SECURE = _env_bool("SESSION_COOKIE_SECURE", PRODUCTION)
+CSRF_COOKIE_SECURE = _env_bool("CSRF_COOKIE_SECURE", PRODUCTION)
+SECURE_SSL_REDIRECT = _env_bool("SECURE_SSL_REDIRECT", PRODUCTION)
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "31536000" if PRODUCTION else "0"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", PRODUCTION)
+SECURE_HSTS_PRELOAD = _env_bool("SECURE_HSTS_PRELOAD", PRODUCTION)
+# The TLS proxy's header that says the client spoke HTTPS, as "Header-Name:value" (empty: none;
+# set it only when the proxy always sets or strips that header).
+_PROXY_SSL = os.environ.get(
+    "SECURE_PROXY_SSL_HEADER", "X-Forwarded-Proto:https" if PRODUCTION else ""
+)
+SECURE_PROXY_SSL_HEADER = (
+    (
+        "HTTP_" + _PROXY_SSL.split(":", 1)[0].strip().upper().replace("-", "_"),
+        _PROXY_SSL.split(":", 1)[1].strip(),
+    )
+    if ":" in _PROXY_SSL
+    else None
+)
+# An idle session ends after this long (accounts.middleware.SessionIdleTimeout renews an active
+# one at most every SESSION_RENEW_SECONDS, not on every request: one write per few minutes).
+SESSION_COOKIE_AGE = int(
+    os.environ.get("SESSION_IDLE_TIMEOUT_SECONDS", "1800" if PRODUCTION else "43200")
+)
+SESSION_RENEW_SECONDS = int(os.environ.get("SESSION_RENEW_SECONDS", "300"))
+
+if PRODUCTION:
+    _refused = [
+        reason
+        for reason, wrong in [
+            ("DEBUG is on", DEBUG),
+            (
+                "SECRET_KEY is the development key or too weak (50+ characters)",
+                SECRET_KEY == DEV_SECRET_KEY or len(SECRET_KEY) < 50 or len(set(SECRET_KEY)) < 5,
+            ),
+            (
+                "APPROVAL_SIGNING_KEYS holds the development key",
+                "dev-only" in APPROVAL_SIGNING_KEYS
+                or APPROVAL_SIGNING_KEYS == DEV_APPROVAL_SIGNING_KEYS,
+            ),
+            ("MCP_INSECURE_DEMO_USER is set", bool(MCP_INSECURE_DEMO_USER)),
+        ]
+        if wrong
+    ]
+    if _refused:
+        raise ImproperlyConfigured(
+            "DJANGO_PROFILE=production refuses to start: " + "; ".join(_refused) + "."
+        )

@@ -285,3 +285,22 @@ def test_adding_a_user_in_the_admin_is_audited_without_secrets(db, e17, admin_cl
     entry = AuditEntry.objects.get()
     assert entry.action == AuditAction.ADMIN_CHANGED and entry.detail["added"] is True
     assert "A-long-pass-123" not in str(entry.detail)
+
+
+@pytest.mark.parametrize("selected", ["not-a-pk", "1.5", "", "\x00", "1e3"])
+@pytest.mark.parametrize(("model", "action"), [(Booking, "cancel"), (ApiToken, "revoke")])
+def test_an_action_on_a_selection_that_is_not_a_key_is_400_and_changes_nothing(
+    db, e17, admin_client, model, action, selected
+):
+    _reserve(e17)
+    token_issue(user=e17)
+    before = (_booking_state(), list(ApiToken.objects.values_list("pk", "revoked_at")))
+    audits = AuditEntry.objects.count()
+
+    response = admin_client.post(
+        _admin_url(model, "changelist"), {"action": action, "_selected_action": [selected]}
+    )
+
+    assert response.status_code == 400
+    assert (_booking_state(), list(ApiToken.objects.values_list("pk", "revoked_at"))) == before
+    assert AuditEntry.objects.count() == audits

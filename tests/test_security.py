@@ -131,6 +131,29 @@ def test_the_inbox_websocket_accepts_only_its_own_origin(origin, connects, appro
     assert asyncio.run(scenario()) is connects
 
 
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "path", ["/ws/runs/not-a-uuid/", "/ws/nothing-here/", "/", "/ws/approvals/x/", "/ws/runs/%00/"]
+)
+@pytest.mark.parametrize("signed_in", [True, False])
+def test_a_websocket_to_a_path_no_consumer_serves_is_refused_cleanly(path, signed_in, e17):
+    from config.asgi import application
+
+    headers = [(b"origin", settings.WEBSOCKET_ALLOWED_ORIGINS[0].encode())]
+    if signed_in:
+        client = Client()
+        client.force_login(e17)
+        headers.append((b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()))
+
+    async def scenario():
+        comm = WebsocketCommunicator(application, path, headers=headers)
+        connected, code = await comm.connect(timeout=5)
+        await comm.wait(5)  # the application ended, raising nothing
+        return connected, code
+
+    assert asyncio.run(scenario()) == (False, 4404)
+
+
 # --- headers and static paths through the ASGI app ----------------------------------------------
 
 

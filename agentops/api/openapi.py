@@ -31,8 +31,17 @@ def _error(*codes: str) -> dict[str, Any]:
     }
 
 
-def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
+RETRY_AFTER = {
+    "description": "Seconds to wait before calling again.",
+    "schema": {"type": "string", "pattern": "^[0-9]+$"},
+}
+
+
+def _json(schema: dict[str, Any], description: str, *, retry_after: bool = False) -> dict[str, Any]:
+    answer = {"description": description, "content": {"application/json": {"schema": schema}}}
+    if retry_after:
+        answer["headers"] = {"Retry-After": RETRY_AFTER}
+    return answer
 
 
 def _failure() -> dict[str, Any]:
@@ -150,6 +159,15 @@ def _tool_operation(spec: ToolSpec, components: dict[str, Any]) -> dict[str, Any
             "401": _json(_error(), "No valid session or bearer token."),
             "403": _json(_error(), "CSRF failed for a session-authenticated call."),
             "413": _json(_error("too_large"), "The body is over the size cap."),
+            "415": _json(_error("unsupported_media_type"), "The body is a form, not JSON."),
+            "429": _json(
+                _failure(),
+                "Too many calls this minute (see the Retry-After header and retry_after_ms).",
+                retry_after=True,
+            ),
+            "503": _json(
+                _failure(), "The rate limiter did not answer; nothing was called.", retry_after=True
+            ),
         },
     }
 
@@ -243,8 +261,13 @@ def _run_paths(components: dict[str, Any]) -> dict[str, Any]:
                     ),
                     "400": _json(_error(), "Not a request the assistant can start from."),
                     "413": _json(_error("too_large"), "The body is over the size cap."),
-                    "429": _json(_error("rate_limited"), "Too many runs this minute."),
-                    "503": _json(_error("unavailable"), "The rate limiter did not answer."),
+                    "415": _json(_error("unsupported_media_type"), "The body is a form, not JSON."),
+                    "429": _json(
+                        _error("rate_limited"), "Too many runs this minute.", retry_after=True
+                    ),
+                    "503": _json(
+                        _error("unavailable"), "The rate limiter did not answer.", retry_after=True
+                    ),
                     **common,
                 },
             }

@@ -12,7 +12,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import Http404, JsonResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from accounts.http import api_auth, api_error
+from accounts.http import api_auth, api_error, form_body_refused
 from accounts.selectors import user_roles
 from agentops import selectors
 from agentops.api.openapi import MAX_IDEMPOTENCY_KEY, openapi_document
@@ -41,9 +41,11 @@ def _finite(text: str) -> float:
 
 
 def _json_body(request) -> tuple[Any, JsonResponse | None]:
-    """The body as JSON, refused before anything stores it: over the size cap (413), not JSON,
+    """The body as JSON, refused before anything stores it: a form (415), over the size cap (413), not JSON,
     NaN/Infinity, bad UTF-8, nested past the depth cap, a string past the length cap, or what
     jsonb could not hold (400)."""
+    if (refused := form_body_refused(request)) is not None:
+        return None, refused
     cap = settings.API_MAX_BODY_BYTES
     try:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
@@ -117,7 +119,20 @@ def tool_call(request, name: str):
     if bad:
         return bad
     envelope = tool_call_governed(user=request.user, name=name, arguments=body, idempotency_key=key)
-    return JsonResponse(envelope, status=202 if envelope.get("pending") else 200)
+    status = _REFUSAL_STATUS.get(envelope.get("code"), 202 if envelope.get("pending") else 200)
+    response = JsonResponse(envelope, status=status)
+    if status in _REFUSAL_STATUS.values():
+        response["Retry-After"] = str(math.ceil((envelope.get("retry_after_ms") or 1000) / 1000))
+    return response
+
+
+# Refusals of the gate that say "not now" answer as HTTP does, with Retry-After beside the
+# envelope's retry_after_ms; every other envelope is the call's answer (200).
+_REFUSAL_STATUS = {
+    "rate_limited": 429,
+    "rate_limiter_unavailable": 503,
+    "circuit_open": 503,  # the tool failed repeatedly just now (runtime.circuit)
+}
 
 
 @require_http_methods(["POST"])

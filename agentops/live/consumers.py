@@ -10,7 +10,8 @@ run's group, then sends every event after the `after` sequence number the page a
 the database), then whatever the group pushes, in order and without repeats. The group is only
 a fast path: a dropped push is read on reconnect. Events go out as JSON, or with `format=html`
 as whatever ``fragment`` renders (the console's run card: out of band swaps for the htmx ws
-extension, in the page's `lang`).
+extension, in the page's `lang`). A frame from the page that is not small JSON text closes the
+socket (1003, 1007, 1009: config.websocket) and unmarks the run at once.
 """
 
 from __future__ import annotations
@@ -21,16 +22,16 @@ from urllib.parse import parse_qs
 
 from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
 from agentops import selectors, services
+from config.websocket import ListeningJsonConsumer
 
 NOT_SIGNED_IN = 4401
 NOT_YOURS = 4404
 
 
-class RunTraceConsumer(AsyncJsonWebsocketConsumer):
+class RunTraceConsumer(ListeningJsonConsumer):
     async def connect(self) -> None:
         # Accept first, so that a refusal is a close code the page can read (a refused
         # handshake is only an HTTP 403 to the browser).

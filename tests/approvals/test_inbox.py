@@ -4,6 +4,7 @@ e-mail to approvers, and a refused decision keeps the card with its reason."""
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import timedelta
 
 import pytest
@@ -11,6 +12,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 from django.utils import timezone
 
+from agentops.runtime.redis_client import get_redis
 from approvals.models import ApprovalRequest
 from approvals.services import approval_request_open
 from config.asgi import application
@@ -51,6 +53,37 @@ def test_only_approvers_may_listen(e17, who, code):
 
     connected, detail = asyncio.run(attempt())
     assert (connected, detail) == (False, code)
+
+
+@pytest.mark.parametrize(
+    ("frame", "code"),
+    [
+        ({"bytes": b"\xff"}, 1003),
+        ({"text": "<html>"}, 1007),
+        ({"text": json.dumps(["x" * 5000])}, 1009),
+    ],
+    ids=["binary", "not-json", "oversized"],
+)
+def test_a_frame_that_is_not_small_json_closes_the_inbox_and_leaves_its_group(
+    approver, frame, code
+):
+    group = "agentops:channels:group:approvals.inbox"  # channels_redis: prefix, group
+    approver_headers = headers(approver)
+
+    async def scenario():
+        comm = WebsocketCommunicator(application, "/ws/approvals/", headers=approver_headers)
+        connected, _ = await comm.connect(timeout=5)
+        assert connected
+        members = get_redis().zcard(group)
+        await comm.send_input({"type": "websocket.receive", **frame})
+        closed = await comm.receive_output(timeout=5)
+        await comm.wait(5)  # the consumer ended, raising nothing
+        return members, closed
+
+    members, closed = asyncio.run(scenario())
+    assert members == 1
+    assert closed == {"type": "websocket.close", "code": code}
+    assert get_redis().zcard(group) == 0
 
 
 def test_an_approver_is_poked_when_a_request_opens(e17, approver):

@@ -429,6 +429,18 @@ def test_cancelling_an_unknown_booking_is_not_found(as_e17):
     assert snapshot() == before
 
 
+@pytest.mark.parametrize(
+    "path",
+    ["/bookings/B1%00/cancel/", "/bookings/%00/cancel/", "/bookings%00/", "/%00"],
+)
+def test_a_nul_byte_in_the_path_is_400_and_writes_nothing(as_e17, e17, path):
+    reserve(e17)
+    before = snapshot()
+    for answer in (as_e17.post(path), as_e17.post(path, **HTMX), as_e17.get(path)):
+        assert answer.status_code == 400
+    assert snapshot() == before
+
+
 def test_cancel_needs_post(as_e17, e17):
     booking = reserve(e17)
     assert as_e17.get(reverse("bookings:cancel", args=[booking.code])).status_code == 405

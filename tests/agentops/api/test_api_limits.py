@@ -228,3 +228,136 @@ def test_a_failure_before_the_call_is_recorded_is_answered_and_recorded(e17, mon
     assert not Action.objects.exists()
     assert not IdempotencyRecord.objects.exists()
     assert state() == before
+
+
+# --- odd content types, boundaries and headers on the session paths -------------------------------
+
+CSRF = "c" * 32  # an unmasked secret: the cookie and the header carry the same one
+
+
+def session_client(user) -> Client:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    client.cookies["csrftoken"] = CSRF
+    return client
+
+
+ODD_BODIES = [
+    ("multipart-bad-boundary", "multipart/form-data; boundary=", b"--x\r\n\r\n"),
+    ("multipart-no-boundary", "multipart/form-data", b'{"limit": 1}'),
+    (
+        "multipart-wrong-boundary",
+        "multipart/form-data; boundary=abc",
+        b'--zzz\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n--zzz--\r\n',
+    ),
+    (
+        "multipart-valid-form",
+        "multipart/form-data; boundary=abc",
+        b'--abc\r\nContent-Disposition: form-data; name="limit"\r\n\r\n1\r\n--abc--\r\n',
+    ),
+    ("multipart-huge-boundary", "multipart/form-data; boundary=" + "b" * 5000, b"--b\r\n"),
+    ("multipart-nul-boundary", "multipart/form-data; boundary=a\x00b", b"--a\x00b--\r\n"),
+    ("urlencoded", "application/x-www-form-urlencoded", b"limit=1&csrfmiddlewaretoken=x"),
+    ("urlencoded-bad-percent", "application/x-www-form-urlencoded", b"a=%zz&%%=%"),
+    ("text-plain", "text/plain", b'{"limit": 1}'),
+    ("no-content-type", "", b'{"limit": 1}'),
+    ("json-latin1-charset", "application/json; charset=latin-1", b'{"limit": 1}'),
+    ("json-unknown-charset", "application/json; charset=nope-9", b'{"limit": 1}'),
+    ("json-utf16", "application/json; charset=utf-16", '{"limit": 1}'.encode("utf-16")),
+    ("garbage-type", ";;;=;", b"\x00\xff\xfe"),
+    ("octet-stream", "application/octet-stream", bytes(range(256))),
+]
+
+
+@pytest.mark.parametrize(
+    ("content_type", "raw"), [b[1:] for b in ODD_BODIES], ids=[b[0] for b in ODD_BODIES]
+)
+@pytest.mark.parametrize(
+    "path", ["/api/tools/list_my_bookings", "/api/tools/reserve_room", "/api/runs"]
+)
+def test_odd_content_types_on_the_session_path_are_4xx_json_and_write_nothing(
+    e17, path, content_type, raw
+):
+    before = state()
+    response = session_client(e17).generic(
+        "POST", path, raw, content_type=content_type, HTTP_X_CSRFTOKEN=CSRF
+    )
+    assert response.status_code < 500
+    assert response["Content-Type"].startswith("application/json")
+    if content_type.split(";")[0] in ("multipart/form-data", "application/x-www-form-urlencoded"):
+        assert response.status_code == 415
+    if response.status_code >= 400:
+        assert "error" in response.json()
+    assert state() == before
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {"HTTP_CONTENT_LENGTH": "-1"},
+        {"CONTENT_LENGTH": "abc"},
+        {"CONTENT_LENGTH": "99999999999999999999"},
+        {"HTTP_TRANSFER_ENCODING": "chunked"},
+        {"HTTP_CONTENT_ENCODING": "gzip"},
+        {"HTTP_X_CSRFTOKEN": "\x00" * 32},
+        {"HTTP_X_CSRFTOKEN": "é" * 64},
+        {"HTTP_ORIGIN": "null"},
+        {"HTTP_HOST": "evil.example"},
+        {"HTTP_IDEMPOTENCY_KEY": ""},
+        {"HTTP_ACCEPT_LANGUAGE": "zz-" + "x" * 4000},
+    ],
+    ids=lambda h: next(iter(h)),
+)
+def test_odd_headers_on_the_session_path_are_never_a_5xx(e17, headers):
+    before = state()
+    meta = {"HTTP_X_CSRFTOKEN": CSRF} | headers
+    response = session_client(e17).post(
+        "/api/tools/list_my_bookings", b"{}", content_type="application/json", **meta
+    )
+    assert response.status_code < 500
+    assert state() == before
+
+
+def test_a_multipart_body_to_a_tool_is_415_and_writes_nothing(e17):
+    before = state()
+    response = session_client(e17).generic(
+        "POST",
+        "/api/tools/reserve_room",
+        b"--x\r\n\r\n",
+        content_type="multipart/form-data; boundary=",
+        HTTP_X_CSRFTOKEN=CSRF,
+    )
+    assert response.status_code == 415
+    assert response.json()["error"]["code"] == "unsupported_media_type"
+    assert not AgentRun.objects.exists()
+    assert state() == before
+
+
+def test_a_rate_limited_call_answers_429_with_retry_after_and_writes_nothing(e17, settings):
+    settings.AGENT_RATE_LIMIT_PER_MINUTE = 1
+    first = post(e17, "list_my_bookings", b"{}")
+    before = state()
+    limited = post(e17, "reserve_room", reserve_body(), HTTP_IDEMPOTENCY_KEY="limited")
+
+    assert first.status_code == 200
+    assert limited.status_code == 429
+    envelope = limited.json()
+    assert (envelope["code"], envelope["signal"]) == ("rate_limited", "yellow")
+    assert 0 < envelope["retry_after_ms"] <= 60_000
+    assert int(limited["Retry-After"]) == -(-envelope["retry_after_ms"] // 1000)
+    assert state() == before
+
+
+def test_a_limiter_that_does_not_answer_is_503_with_retry_after(e17, monkeypatch):
+    from agentops.runtime import ratelimit
+
+    def down(subject_id):
+        raise ratelimit.LimiterUnavailableError
+
+    monkeypatch.setattr(ratelimit.tool_calls, "hit", down)
+    before = state()
+    response = post(e17, "reserve_room", reserve_body())
+    assert response.status_code == 503
+    assert response["Retry-After"] == "1"
+    assert response.json()["code"] == "rate_limiter_unavailable"
+    assert state() == before

@@ -80,3 +80,19 @@ def test_the_document_is_built_from_the_registry():
         assert headers == ([] if spec.meta.readonly else ["Idempotency-Key"])
     assert {"/api/runs", "/api/runs/{run_id}", "/api/tools"} <= set(document["paths"])
     assert "$defs" not in str(document)  # hoisted to components, refs resolvable
+
+
+@pytest.mark.parametrize("path", [f"/api/tools/{s.name}" for s in registry.all_tools()])
+def test_a_rate_limited_call_is_a_documented_429_with_retry_after(path, token, settings):
+    settings.AGENT_RATE_LIMIT_PER_MINUTE = 0
+    case = schema[path]["POST"].Case(body={}, media_type="application/json")
+    response = case.call_and_validate(headers={"Authorization": f"Bearer {token}"})
+
+    assert response.status_code == 429
+    body = response.json()
+    assert (body["code"], body["signal"]) == ("rate_limited", "yellow")
+    assert 0 < body["retry_after_ms"] <= 60_000
+    headers = {k.lower(): v for k, v in response.headers.items()}
+    assert int(headers["retry-after"][0]) == -(-body["retry_after_ms"] // 1000)
+    documented = schema.raw_schema["paths"][path]["post"]["responses"]["429"]
+    assert "Retry-After" in documented["headers"]

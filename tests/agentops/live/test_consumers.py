@@ -383,3 +383,55 @@ def test_an_open_socket_marks_its_run_watched_until_it_closes(e17):
 
     assert asyncio.run(scenario()) == (2, 1)
     assert not get_redis().exists(key)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    ("frame", "code"),
+    [
+        ({"bytes": b"\x00\x01binary"}, 1003),
+        ({"text": "not json"}, 1007),
+        ({"text": '{"a": '}, 1007),
+        ({"text": "[" * 100_000}, 1009),
+        ({"text": json.dumps({"pad": "x" * 5000})}, 1009),
+        ({"text": "\ud800"}, 1007),
+    ],
+    ids=["binary", "not-json", "cut-json", "deep-and-big", "oversized-json", "lone-surrogate"],
+)
+def test_a_frame_that_is_not_small_json_closes_the_socket_and_unmarks_the_run(e17, frame, code):
+    run = finished_run(e17)
+    headers = session_headers(e17)
+    key = f"agentops:watchers:{run_group(run.pk)}"
+
+    async def scenario():
+        comm, connected, _ = await connect(f"/ws/runs/{run.pk}/", headers)
+        assert connected
+        await receive_until(comm, "run_finished", timeout=5)  # up and marked
+        marked = get_redis().scard(key)
+        await comm.send_input({"type": "websocket.receive", **frame})
+        closed = await comm.receive_output(timeout=5)
+        await comm.wait(5)  # the consumer ended, raising nothing
+        return marked, closed
+
+    marked, closed = asyncio.run(scenario())
+    assert marked == 1
+    assert closed == {"type": "websocket.close", "code": code}
+    assert not get_redis().exists(key)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_small_json_frame_is_ignored_and_the_stream_goes_on(e17):
+    run = finished_run(e17)
+    headers = session_headers(e17)
+
+    async def scenario():
+        comm, connected, _ = await connect(f"/ws/runs/{run.pk}/", headers)
+        assert connected
+        await receive_until(comm, "run_finished", timeout=5)
+        await comm.send_json_to({"cancel": True, "run": str(run.pk)})
+        quiet = await comm.receive_nothing(timeout=0.5)
+        await comm.disconnect()
+        return quiet
+
+    assert asyncio.run(scenario()) is True
+    assert AgentRun.objects.get(pk=run.pk).status == run.status
