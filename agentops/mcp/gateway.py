@@ -25,6 +25,7 @@ Configuration (settings.MCP_GATEWAY_SERVERS, JSON or ``@file``)::
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import logging
 import re
@@ -446,7 +447,7 @@ def gateway_register(servers: list[ExternalServer] | None = None) -> list[ToolSp
     specs: list[ToolSpec] = []
     for server in servers:
         try:
-            tools = _run(lambda server=server: _list_tools(server))
+            tools = _run(functools.partial(_list_tools, server))
         except BaseException as raised:
             exc = _unwrap(raised)
             if not isinstance(exc, Exception):

@@ -91,7 +91,7 @@ def find_available_rooms(ctx: CallContext, args: FindAvailableRoomsInput) -> dic
         "rooms": rooms,
         "observed_at": observed_at,
         "truncated": len(found) > MAX_CANDIDATES,
-        "named_room": _named_room(ctx, args) if args.room_id else None,
+        "named_room": _named_room(ctx, args, args.room_id) if args.room_id else None,
         "largest_capacity": None if found else selectors.room_largest_capacity(user=ctx.user),
         "own_bookings": [
             {
@@ -111,13 +111,13 @@ def find_available_rooms(ctx: CallContext, args: FindAvailableRoomsInput) -> dic
     )
 
 
-def _named_room(ctx: CallContext, args: FindAvailableRoomsInput) -> dict[str, Any]:
-    """What stands between the person and the room they named, as the database has it (a
-    room across the sandbox line does not exist for them)."""
-    room = selectors.room_get(code=args.room_id, user=ctx.user)
+def _named_room(ctx: CallContext, args: FindAvailableRoomsInput, code: str) -> dict[str, Any]:
+    """What stands between the person and the room they named (``code``), as the database has
+    it (a room across the sandbox line does not exist for them)."""
+    room = selectors.room_get(code=code, user=ctx.user)
     if room is None:
         return {
-            "room_id": args.room_id,
+            "room_id": code,
             "exists": False,
             "bookable": False,
             "capacity": None,
