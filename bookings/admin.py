@@ -9,6 +9,7 @@ the booking service moves.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django import forms
 from django.contrib import admin, messages
@@ -97,7 +98,7 @@ def _run_id(booking: Booking) -> uuid.UUID | None:
         return None
 
 
-def _local(moment) -> str:
+def _local(moment: datetime) -> str:
     return formats.date_format(timezone.localtime(moment), "SHORT_DATETIME_FORMAT")
 
 

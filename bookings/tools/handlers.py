@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -47,9 +48,9 @@ def booking_out(b: Booking, room_code: str | None = None) -> dict[str, Any]:
     }
 
 
-def _domain_errors(fn):
+def _domain_errors[**P, R](fn: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
         except BookingError as exc:
