@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from agentops.contract import Delegation, ReplyKind, Step, StepOutcome, ToolSpec
+from agentops.contract import Delegation, ReplyKind, Step, StepOutcome
 from agentops.models import (
     UNSETTLED_ACTION_STATUSES,
     Action,
@@ -58,11 +58,9 @@ def finish_with_verification(
     )
     summaries, problems, gone = [], [], []
     for action in writes:
-        # Assumed: a succeeded write's tool is still registered, and as a write it declares
-        # verify (ToolSpec.__post_init__).
-        spec: ToolSpec = registry.get(action.tool)  # type: ignore[assignment]
+        spec = registry.get(action.tool)
         receipt = (action.result or {}).get("data") or {}
-        verdict = spec.verify(receipt, action_context(run, action))  # type: ignore[misc]
+        verdict = spec.verify(receipt, action_context(run, action))
         trace_append(
             run=run,
             kind=EventKind.VERIFIED,
