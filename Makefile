@@ -58,9 +58,11 @@ messages: venv
 	$(NO_SERVERS) $(PY) manage.py makemessages $(addprefix -l ,$(LOCALES)) --ignore=.venv --ignore=var --ignore=bench --ignore=tests --add-location=file --no-wrap
 	$(MAKE) compilemessages
 
-# ruff, then the import-linter contracts of pyproject.toml that keep the layout honest.
+# ruff, then the import-linter contracts of pyproject.toml that keep the layout honest, then
+# mypy with django-stubs ([tool.mypy]; its plugin imports the settings, which dial no server).
 lint: venv
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/lint-imports
+	$(NO_SERVERS) $(VENV)/bin/mypy
 
 # Every benchmark listed in bench/report.py, each on fresh embedded servers of its own; one
 # report: var/bench/report.json and the table bench/REPORT.md (BENCH_ONLY=load,chaos for some).

@@ -133,6 +133,9 @@ def approval_decide(*, request_id: Any, approver: User, approve: bool, reason: s
     reason = (reason or "").strip()[:MAX_REASON]
     with transaction.atomic():
         request = ApprovalRequest.objects.select_for_update().filter(pk=request_id).first()
+        if request is None:
+            _audit(AuditEvent.REFUSED, actor=approver, code="not_found")
+            return Result(False, "not_found", "There is no such approval request.")
         refusal = _refusal(request, approver, reason)
         if refusal is not None:
             _audit(AuditEvent.REFUSED, request=request, actor=approver, code=refusal.code)
@@ -175,9 +178,7 @@ def approval_decide(*, request_id: Any, approver: User, approve: bool, reason: s
     return Result(True)
 
 
-def _refusal(request: ApprovalRequest | None, approver: User, reason: str) -> Result | None:
-    if request is None:
-        return Result(False, "not_found", "There is no such approval request.")
+def _refusal(request: ApprovalRequest, approver: User, reason: str) -> Result | None:
     if Role.APPROVER not in user_roles(user=approver):
         return Result(False, "not_an_approver", "Only approvers decide approval requests.")
     if request.requester_id == approver.pk:

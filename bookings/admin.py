@@ -9,6 +9,7 @@ the booking service moves.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 
 from django import forms
 from django.contrib import admin, messages
@@ -21,7 +22,7 @@ from django.utils import formats, timezone
 from django.utils.html import format_html
 from django.utils.translation import gettext, gettext_lazy, ngettext
 
-from accounts.admin import AuditedAdmin, ReadOnlyAdmin
+from accounts.admin import AuditedAdmin, ReadOnlyAdmin, admin_user
 from accounts.models import AuditAction, Role
 from accounts.selectors import user_roles
 from accounts.services import audit_record
@@ -50,7 +51,7 @@ class RoomForm(forms.ModelForm):
 
 
 @admin.register(Room)
-class RoomAdmin(AuditedAdmin):
+class RoomAdmin(AuditedAdmin[Room]):
     form = RoomForm
     list_display = (
         "code",
@@ -70,7 +71,7 @@ class RoomAdmin(AuditedAdmin):
         # A room's code is in receipts and approvals: fixed once the room exists.
         return ("code", "schedule_version") if obj is not None else ("schedule_version",)
 
-    def audit_target(self, obj: Model) -> str:
+    def audit_target(self, obj: Room) -> str:
         return f"room:{obj.code}"
 
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
@@ -97,7 +98,7 @@ def _run_id(booking: Booking) -> uuid.UUID | None:
         return None
 
 
-def _local(moment) -> str:
+def _local(moment: datetime) -> str:
     return formats.date_format(timezone.localtime(moment), "SHORT_DATETIME_FORMAT")
 
 
@@ -145,7 +146,7 @@ class BookingAdmin(ReadOnlyAdmin):
         )
 
     def has_cancel_permission(self, request: HttpRequest) -> bool:
-        return Role.ADMIN in user_roles(user=request.user)
+        return Role.ADMIN in user_roles(user=admin_user(request))
 
     @admin.action(description=gettext_lazy("Cancel selected bookings"), permissions=["cancel"])
     def cancel(self, request: HttpRequest, queryset: QuerySet[Booking]) -> None:
@@ -158,9 +159,9 @@ class BookingAdmin(ReadOnlyAdmin):
                 continue
             try:
                 with transaction.atomic():
-                    booking = services.booking_cancel(user=request.user, booking_code=code)
+                    booking = services.booking_cancel(user=admin_user(request), booking_code=code)
                     audit_record(
-                        actor=request.user,
+                        actor=admin_user(request),
                         action=AuditAction.BOOKING_CANCELLED,
                         target=f"booking:{code}",
                         run_id=_run_id(booking),

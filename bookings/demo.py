@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 # Plain values so that `make run` can print the logins before Django is set up.
 ENG, SALES = "Engineering", "Sales"
 EMPLOYEE, APPROVER, OPERATOR, ADMIN = "employees", "approvers", "operators", "admins"
@@ -68,7 +70,7 @@ def load_demo_data() -> None:
         _load(Group, Role, Room, User)
 
 
-def _load(Group, Role, Room, User) -> None:  # noqa: N803
+def _load(Group: Any, Role: Any, Room: Any, User: Any) -> None:  # noqa: N803  (the classes)
     from django.contrib.auth.password_validation import validate_password
 
     groups = {role: Group.objects.get_or_create(name=role)[0] for role in Role}

@@ -10,6 +10,7 @@ window of its own, a week ahead.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime, time, timedelta
 from typing import Any
 
@@ -91,7 +92,7 @@ def _request(window: tuple[datetime, datetime]) -> str:
     )
 
 
-def _rows(window: tuple[datetime, datetime]):
+def _rows(window: tuple[datetime, datetime]) -> Callable[[], list[dict[str, Any]]]:
     def rows() -> list[dict[str, Any]]:
         found = Booking.objects.filter(
             room__sandbox=True, during__overlap=DateTimeTZRange(window[0], window[1], "[)")
@@ -218,7 +219,7 @@ def _check_refused(outcomes: list[DrillOutcome], rows: list[dict[str, Any]]) -> 
 # --- the five drills ------------------------------------------------------------------------
 
 
-def _normal(users: dict[str, User], window) -> Drill:
+def _normal(users: dict[str, User], window: tuple[datetime, datetime]) -> Drill:
     return Drill(
         key="normal",
         title=gettext_noop("1. A normal booking"),
@@ -229,7 +230,7 @@ def _normal(users: dict[str, User], window) -> Drill:
     )
 
 
-def _taken(users: dict[str, User], window) -> Drill:
+def _taken(users: dict[str, User], window: tuple[datetime, datetime]) -> Drill:
     def rival_books_first() -> None:
         booking_reserve(
             user=users[RIVAL],
@@ -259,7 +260,7 @@ def _taken(users: dict[str, User], window) -> Drill:
     )
 
 
-def _search_timeout(users: dict[str, User], window) -> Drill:
+def _search_timeout(users: dict[str, User], window: tuple[datetime, datetime]) -> Drill:
     plan = DrillRunPlan(
         user=users[REQUESTER],
         request=_request(window),
@@ -277,7 +278,7 @@ def _search_timeout(users: dict[str, User], window) -> Drill:
     )
 
 
-def _lost_receipt(users: dict[str, User], window) -> Drill:
+def _lost_receipt(users: dict[str, User], window: tuple[datetime, datetime]) -> Drill:
     plan = DrillRunPlan(
         user=users[REQUESTER],
         request=_request(window),
@@ -295,7 +296,7 @@ def _lost_receipt(users: dict[str, User], window) -> Drill:
     )
 
 
-def _refused(users: dict[str, User], window) -> Drill:
+def _refused(users: dict[str, User], window: tuple[datetime, datetime]) -> Drill:
     start, end = window
     args = {
         "room_id": FIRST,

@@ -96,7 +96,9 @@ def form_error(form: forms.Form, hint: str) -> BookingError:
     """The form's errors in the shape the screens show for every refusal. Django's own error
     texts are already in the active language; ``hint`` is a msgid."""
     problems = " ".join(
-        gettext("%(field)s: %(errors)s") % {"field": _label(form, name), "errors": " ".join(errors)}
+        gettext("%(field)s: %(errors)s")
+        # An ErrorList yields its messages as text; the stubs type its items as stored.
+        % {"field": _label(form, name), "errors": " ".join(errors)}  # type: ignore[arg-type]
         for name, errors in form.errors.items()
     )
     return BookingError(

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.contrib.postgres.constraints import ExclusionConstraint
 from django.contrib.postgres.fields import ArrayField, DateTimeRangeField, RangeOperators
@@ -120,9 +122,9 @@ class Booking(models.Model):
         return self.code
 
     @property
-    def start_at(self):
+    def start_at(self) -> datetime:
         return self.during.lower
 
     @property
-    def end_at(self):
+    def end_at(self) -> datetime:
         return self.during.upper

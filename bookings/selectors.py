@@ -8,6 +8,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.contrib.auth.models import Group
 from django.db import connection, transaction
@@ -65,7 +66,7 @@ def _sql(name: str) -> str:
     }[name]
 
 
-def _bookings_with_rooms(name: str, params: dict[str, object]) -> list[Booking]:
+def _bookings_with_rooms(name: str, params: dict[str, Any]) -> list[Booking]:
     """Bookings of statement ``name``, each with its room loaded (as ``select_related``)."""
     with connection.cursor() as cursor:
         cursor.execute(_sql(name), params)

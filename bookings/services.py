@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from django.db import connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
@@ -130,7 +131,7 @@ def booking_reserve(
             "bad_idempotency_key",
             gettext_noop("An idempotency key of 1-200 characters is required."),
         )
-    params = {
+    params: dict[str, Any] = {
         "room": room_code,
         "attendees": attendees,
         "equipment": wanted,

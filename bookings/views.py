@@ -27,7 +27,7 @@ from bookings.errors import BookingError
 from bookings.forms import BookForm, SearchForm
 from bookings.models import Booking
 from bookings.selectors import booking_list_for_user, room_search
-from bookings.services import booking_cancel, booking_request
+from bookings.services import Reservation, booking_cancel, booking_request
 
 MINE_LIMIT = 50
 _STATUS = {"invalid_input": 400, "forbidden": 403, "not_found": 404}  # anything else: 409
@@ -62,12 +62,12 @@ def book(request: AuthedRequest) -> HttpResponse:
         return _refused(request, "bookings/search.html#outcome", {"error": error})
     if htmx_swap(request):
         return render(request, "bookings/search.html#outcome", {outcome.kind: outcome.value})
-    if outcome.kind == "pending":
-        messages.info(request, gettext("Requested; it waits for an approver."))
-    else:
+    if isinstance(outcome.value, Reservation):
         messages.success(
             request, gettext("Booked %(booking)s.") % {"booking": _summary(outcome.value.booking)}
         )
+    else:  # "pending": the runtime's details of the approval it waits for
+        messages.info(request, gettext("Requested; it waits for an approver."))
     return redirect("bookings:mine")
 
 

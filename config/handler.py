@@ -34,7 +34,7 @@ from django.core.exceptions import RequestAborted
 from django.core.handlers.asgi import ASGIHandler, get_script_prefix
 from django.core.handlers.base import BaseHandler
 from django.db import close_old_connections
-from django.http import FileResponse, HttpResponse, HttpResponseBase
+from django.http import FileResponse, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.urls import set_script_prefix
 
 
@@ -60,7 +60,7 @@ class OneTripASGIHandler(ASGIHandler):
             set_script_prefix(get_script_prefix(scope))
             respond = sync_to_async(self.respond, thread_sensitive=False, executor=self.executor)
             response = await respond(scope, body_file)
-            if not (response.streaming and response.is_async):
+            if not (isinstance(response, StreamingHttpResponse) and response.is_async):
                 await self.send_response(response, send)
                 return
             # An async iterator's thread-sensitive reads (the audit export's) all go to one
@@ -75,19 +75,24 @@ class OneTripASGIHandler(ASGIHandler):
     def respond(self, scope: dict[str, Any], body_file: Any) -> HttpResponseBase:
         """The response, with every synchronous step of the request done on this thread."""
         signals.request_started.send(sender=self.__class__, scope=scope)
-        request, response = self.create_request(scope, body_file)
-        if request is not None:
-            response = self.get_response(request)
-            response._handler_class = self.__class__
+        created = self.create_request(scope, body_file)
+        if created[0] is None:
+            response = created[1]  # the 400 (or 413) for a request that could not be read
+        else:
+            response = self.get_response(created[0])
+            # Set as Django's own ASGI handler does; the stubs do not declare this private name.
+            response._handler_class = self.__class__  # type: ignore[attr-defined]
             if isinstance(response, FileResponse):
                 response.block_size = self.chunk_size
-        if response.streaming and response.is_async:
+        # Only a StreamingHttpResponse (a FileResponse among them) has `streaming` set.
+        if isinstance(response, StreamingHttpResponse) and response.is_async:
             close_old_connections()  # the view's session; the iterator reads on its own thread
             return response
         try:
-            if not response.streaming:
+            if not isinstance(response, StreamingHttpResponse):
                 return response
-            body = b"".join(response.streaming_content)
+            # Not is_async, so a synchronous iterator (the stubs type both kinds of stream).
+            body = b"".join(response.streaming_content)  # type: ignore[arg-type]
         finally:
             response.close()  # request_finished, even when reading the stream failed
         buffered = HttpResponse(body, status=response.status_code)

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 from django.core.exceptions import SuspiciousOperation
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.views.debug import SafeExceptionReporterFilter
 
 from config.webserver import HEADERS_TOO_LARGE
@@ -156,7 +156,7 @@ class SafeStaticFilesHandler(ASGIStaticFilesHandler):
     """Django's static handler, except that a path reaching outside the static folders
     (`/static/%2e%2e/...`, which the server decodes to `..`) is a 404, not a 500."""
 
-    def serve(self, request):
+    def serve(self, request: HttpRequest) -> HttpResponse | FileResponse:
         try:
             return super().serve(request)
         except (SuspiciousOperation, ValueError) as exc:  # `..` out of the folder, a NUL byte

@@ -79,6 +79,11 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def _label(labels: dict[str, Any], value: Any) -> Any:
+    """The label of a recorded value (a payload's, so of any JSON type), else the value."""
+    return labels.get(value, value)
+
+
 def status_view(status: str) -> dict[str, Any]:
     return {"code": status, "label": STATUS_LABELS.get(RunStatus(status), status)}
 
@@ -101,8 +106,8 @@ def event_view(event: dict[str, Any]) -> dict[str, Any]:
             _when(understood.get("end_at")),
         )
     elif kind == EventKind.GATE:
-        view["decision"] = DECISION_LABELS.get(payload.get("decision"), payload.get("decision"))
-        view["check"] = CHECK_LABELS.get(payload.get("check"), payload.get("check"))
+        view["decision"] = _label(DECISION_LABELS, payload.get("decision"))
+        view["check"] = _label(CHECK_LABELS, payload.get("check"))
         view["refusal"] = _dict(payload.get("refusal"))
     elif kind == EventKind.PRECHECK_REFUSED:
         view["refusal"] = _dict(payload.get("refusal"))
@@ -114,7 +119,7 @@ def event_view(event: dict[str, Any]) -> dict[str, Any]:
         view["receipt"] = _receipt(data)
     elif kind == EventKind.RECONCILE_LOOKUP:
         view["receipt"] = _receipt(_dict(payload.get("receipt")))
-        view["lookup"] = LOOKUP_LABELS.get(payload.get("status"), payload.get("status"))
+        view["lookup"] = _label(LOOKUP_LABELS, payload.get("status"))
     elif kind == EventKind.APPROVAL_DECIDED:
         decided = payload.get("status")
         view["decided"] = (

@@ -9,10 +9,10 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, JsonResponse
+from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from accounts.http import api_auth, api_error, form_body_refused
+from accounts.http import AuthedRequest, api_auth, api_error, form_body_refused
 from accounts.selectors import user_roles
 from agentops import selectors
 from agentops.api.openapi import MAX_IDEMPOTENCY_KEY, openapi_document
@@ -40,7 +40,7 @@ def _finite(text: str) -> float:
     return value
 
 
-def _json_body(request) -> tuple[Any, JsonResponse | None]:
+def _json_body(request: HttpRequest) -> tuple[Any, JsonResponse | None]:
     """The body as JSON, refused before anything stores it: a form (415), over the size cap (413), not JSON,
     NaN/Infinity, bad UTF-8, nested past the depth cap, a string past the length cap, or what
     jsonb could not hold (400)."""
@@ -84,12 +84,12 @@ _PROBLEMS = {
 
 
 @require_GET
-def openapi(request):
+def openapi(request: HttpRequest) -> JsonResponse:
     """The OpenAPI 3.1 document of this API (public: what a call may be, not who may call)."""
     return JsonResponse(openapi_document())
 
 
-def _idempotency_key(request) -> tuple[str | None, JsonResponse | None]:
+def _idempotency_key(request: HttpRequest) -> tuple[str | None, JsonResponse | None]:
     key = request.headers.get("Idempotency-Key") or None
     if key is not None and not (len(key) <= MAX_IDEMPOTENCY_KEY and key.isprintable()):
         return None, api_error(
@@ -102,14 +102,14 @@ def _idempotency_key(request) -> tuple[str | None, JsonResponse | None]:
 
 @require_GET
 @api_auth
-def tools_list(request):
+def tools_list(request: AuthedRequest) -> JsonResponse:
     roles = user_roles(user=request.user)
     return JsonResponse({"tools": [exports.describe(s) for s in selectors.tools_visible_to(roles)]})
 
 
 @require_POST
 @api_auth
-def tool_call(request, name: str):
+def tool_call(request: AuthedRequest, name: str) -> JsonResponse:
     if selectors.tool_get(name) is None:
         return api_error(404, "unknown_tool", f"There is no tool {name!r}.")
     body, bad = _json_body(request)
@@ -137,7 +137,7 @@ _REFUSAL_STATUS = {
 
 @require_http_methods(["POST"])
 @api_auth
-def runs_create(request):
+def runs_create(request: AuthedRequest) -> JsonResponse:
     body, bad = _json_body(request)
     if bad:
         return bad
@@ -208,7 +208,7 @@ def _conversation_id(body: dict[str, Any]) -> tuple[uuid.UUID | None, JsonRespon
 
 @require_GET
 @api_auth
-def runs_detail(request, run_id):
+def runs_detail(request: AuthedRequest, run_id: uuid.UUID) -> JsonResponse:
     run = selectors.run_detail_for_user(run_id=run_id, user=request.user)
     if run is None:
         raise Http404

@@ -6,20 +6,23 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from pydantic import BaseModel
+
 from agentops.contract import Reason, Signal, ToolSpec
 
 
 @functools.cache
-def input_schema(spec: ToolSpec) -> dict[str, Any]:
-    return spec.input_model.model_json_schema()
+def input_schema(spec: ToolSpec[Any]) -> dict[str, Any]:
+    model: type[BaseModel] = spec.input_model
+    return model.model_json_schema()
 
 
 @functools.cache
-def output_schema(spec: ToolSpec) -> dict[str, Any]:
+def output_schema(spec: ToolSpec[Any]) -> dict[str, Any]:
     return spec.output_model.model_json_schema(mode="serialization")
 
 
-def metadata(spec: ToolSpec) -> dict[str, Any]:
+def metadata(spec: ToolSpec[Any]) -> dict[str, Any]:
     m = spec.meta
     return {
         "readonly": m.readonly,
@@ -33,7 +36,7 @@ def metadata(spec: ToolSpec) -> dict[str, Any]:
 
 
 @functools.cache
-def openai_function(spec: ToolSpec) -> dict[str, Any]:
+def openai_function(spec: ToolSpec[Any]) -> dict[str, Any]:
     """An OpenAI function-calling tool definition."""
     return {
         "type": "function",
@@ -75,7 +78,7 @@ def envelope_schema(data: dict[str, Any]) -> dict[str, Any]:
 
 
 @functools.cache
-def mcp_tool(spec: ToolSpec) -> dict[str, Any]:
+def mcp_tool(spec: ToolSpec[Any]) -> dict[str, Any]:
     """An MCP tool definition; annotations are derived from the metadata, not written by hand.
     The output schema describes the envelope (``structuredContent``) around the tool's output."""
     m = spec.meta
@@ -96,7 +99,7 @@ def mcp_tool(spec: ToolSpec) -> dict[str, Any]:
 
 
 @functools.cache
-def describe(spec: ToolSpec) -> dict[str, Any]:
+def describe(spec: ToolSpec[Any]) -> dict[str, Any]:
     """What GET /api/tools shows for one tool."""
     return {
         "name": spec.name,

@@ -119,23 +119,24 @@ class Compensation:
 
 
 @dataclass(frozen=True)
-class ToolSpec:
+class ToolSpec[I: BaseModel]:
     """One tool, declared once. A write tool that lacks its receipt lookup or verifier cannot be
-    declared: the runtime reconciles and verifies only through them."""
+    declared: the runtime reconciles and verifies only through them. ``I`` is its input model:
+    the handler, risk and version callbacks take the arguments as validated by it."""
 
     name: str
     description: ToolDescription
-    input_model: type[BaseModel]
+    input_model: type[I]
     output_model: type[BaseModel]
     meta: ToolMeta
-    handler: Handler
+    handler: Callable[[CallContext, I], dict[str, Any]]
     scope: ScopeFields = field(default_factory=ScopeFields)
     lookup_receipt: Callable[[str], ReceiptLookup] | None = None
     verify: Callable[[dict[str, Any], CallContext], Verification] | None = None
     compensate: Compensation | None = None  # the undo of a confirmed write, if one exists
-    assess_risk: Callable[[CallContext, BaseModel], Risk] | None = None
+    assess_risk: Callable[[CallContext, I], Risk] | None = None
     # The version of the state a call acts on (e.g. a room's schedule), bound into approvals.
-    environment_version: Callable[[BaseModel], int | None] | None = None
+    environment_version: Callable[[I], int | None] | None = None
     summarize: Callable[[dict[str, Any], str], str] | None = None  # (receipt, language) -> reply
 
     def __post_init__(self) -> None:

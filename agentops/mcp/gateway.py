@@ -25,6 +25,7 @@ Configuration (settings.MCP_GATEWAY_SERVERS, JSON or ``@file``)::
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import logging
 import re
@@ -32,7 +33,7 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import jsonschema
@@ -57,6 +58,9 @@ from agentops.contract import (
     failure,
     success,
 )
+
+if TYPE_CHECKING:
+    from mcp import Client
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +170,7 @@ def servers_from_settings(raw: str | None = None) -> list[ExternalServer]:
 # --- talking to a server ----------------------------------------------------------------------
 
 
-def _connect(server: ExternalServer):
+def _connect(server: ExternalServer) -> Client:
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
@@ -353,7 +357,9 @@ def _description(server: ExternalServer, tool: types.Tool, patch: Patch) -> Tool
     )
 
 
-def _handler(server: ExternalServer, remote: str, patch: Patch):
+def _handler(
+    server: ExternalServer, remote: str, patch: Patch
+) -> Callable[[CallContext, BaseModel], dict[str, Any]]:
     def handle(ctx: CallContext, args: BaseModel) -> dict[str, Any]:
         arguments = args.model_dump(mode="json")
         if patch.idempotency_argument and ctx.idempotency_key:
@@ -389,7 +395,7 @@ def _handler(server: ExternalServer, remote: str, patch: Patch):
     return handle
 
 
-def _assess(patch: Patch):
+def _assess(patch: Patch) -> Callable[[CallContext, BaseModel], Risk]:
     def assess(ctx: CallContext, args: BaseModel) -> Risk:
         arguments = args.model_dump(mode="json")
         level, reasons = patch.side_effect, []
@@ -446,7 +452,7 @@ def gateway_register(servers: list[ExternalServer] | None = None) -> list[ToolSp
     specs: list[ToolSpec] = []
     for server in servers:
         try:
-            tools = _run(lambda server=server: _list_tools(server))
+            tools = _run(functools.partial(_list_tools, server))
         except BaseException as raised:
             exc = _unwrap(raised)
             if not isinstance(exc, Exception):

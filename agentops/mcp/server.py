@@ -19,7 +19,7 @@ import contextlib
 import json
 import logging
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import mcp_types as types
@@ -157,7 +157,9 @@ def _transport_security() -> TransportSecuritySettings:
     )
 
 
-async def _respond(send: Any, status: int, body: dict[str, Any], headers=()) -> None:
+async def _respond(
+    send: Any, status: int, body: dict[str, Any], headers: Iterable[tuple[bytes, bytes]] = ()
+) -> None:
     raw = json.dumps(body).encode()
     await send(
         {

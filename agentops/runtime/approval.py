@@ -54,7 +54,8 @@ def binding(run: AgentRun, action: Action, spec: ToolSpec, args: BaseModel) -> d
         "environment_version": version,
         "environment_instance": environment_instance(),
         "tool_generation": tool_generation(spec),
-        "proposal_expiry": action.proposal_deadline.isoformat(),
+        # request_open sets it before the first binding; a call is bound only after that.
+        "proposal_expiry": action.proposal_deadline.isoformat(),  # type: ignore[union-attr]
     }
 
 

@@ -109,12 +109,12 @@ def check_rate(user_id: int) -> Verdict | None:
     )
 
 
-def check_tool(name: str, roles: frozenset[str]) -> tuple[ToolSpec | None, Verdict | None]:
+def check_tool(name: str, roles: frozenset[str]) -> ToolSpec | Verdict:
     spec = registry.get(name)
     if spec is not None:
-        return spec, None
+        return spec
     visible = ", ".join(s.name for s in registry.all_tools() if s.meta.roles & roles)
-    return None, _refuse(
+    return _refuse(
         GateCheck.UNKNOWN_TOOL,
         Reason.UNKNOWN_TOOL,
         "unknown_tool",
@@ -123,9 +123,9 @@ def check_tool(name: str, roles: frozenset[str]) -> tuple[ToolSpec | None, Verdi
     )
 
 
-def check_schema(spec: ToolSpec, arguments: Any) -> tuple[BaseModel | None, Verdict | None]:
+def check_schema(spec: ToolSpec, arguments: Any) -> BaseModel | Verdict:
     if not isinstance(arguments, dict):
-        return None, _refuse(
+        return _refuse(
             GateCheck.SCHEMA,
             Reason.INVALID_INPUT,
             "arguments_not_object",
@@ -134,7 +134,7 @@ def check_schema(spec: ToolSpec, arguments: Any) -> tuple[BaseModel | None, Verd
         )
     smuggled = sorted(safe_text(k) for k in arguments if "approv" in str(k).lower())
     if smuggled:
-        return None, _refuse(
+        return _refuse(
             GateCheck.SCHEMA,
             Reason.INVALID_INPUT,
             "approval_field_refused",
@@ -148,14 +148,14 @@ def check_schema(spec: ToolSpec, arguments: Any) -> tuple[BaseModel | None, Verd
             f"{'.'.join(safe_text(p) for p in e['loc']) or '(root)'}: {safe_text(e['msg'], 200)}"
             for e in exc.errors()[:5]
         )
-        return None, _refuse(
+        return _refuse(
             GateCheck.SCHEMA,
             Reason.INVALID_INPUT,
             "schema_violation",
             f"Invalid arguments: {problems}."[:1000],
             "Fix the listed fields; see the tool's input schema.",
         )
-    return args, None
+    return args
 
 
 def check_visible(spec: ToolSpec, roles: frozenset[str]) -> Verdict | None:
@@ -271,7 +271,8 @@ def assess_risk(
     spec: ToolSpec, ctx: CallContext, args: BaseModel
 ) -> tuple[SideEffect, tuple[str, ...]]:
     """Static metadata, raised (never lowered) by the tool's own rules."""
-    level, reasons = spec.meta.side_effect, ()
+    level = spec.meta.side_effect
+    reasons: tuple[str, ...] = ()
     if spec.assess_risk is not None:
         assessed = spec.assess_risk(ctx, args)
         if assessed.level.rank > level.rank:
@@ -294,15 +295,13 @@ def screen(
     verdict = check_rate(ctx.user.pk)
     if verdict is not None:
         return verdict
-    spec, verdict = check_tool(name, roles)
-    if verdict is not None:
-        return verdict
-    args, verdict = check_schema(spec, arguments)
-    verdict = (
-        verdict
-        or check_visible(spec, roles)
-        or check_scope(spec, args, ctx.delegation, writes_so_far)
-    )
+    spec = check_tool(name, roles)
+    if isinstance(spec, Verdict):
+        return spec
+    args = check_schema(spec, arguments)
+    if isinstance(args, Verdict):
+        return Verdict(args.decision, args.check, spec, None, error=args.error)
+    verdict = check_visible(spec, roles) or check_scope(spec, args, ctx.delegation, writes_so_far)
     if verdict is None and usage is not None:
         verdict = check_budget(usage) or check_loop(usage.same_calls_before())
     if verdict is not None:

@@ -89,7 +89,8 @@ def proposal_record(
             action.idempotency_key = key or f"{run.pk}:{turn}:{index}"
             action.compensation = compensation_intent(spec, action.idempotency_key)
     else:
-        action.result = verdict.error.envelope()
+        # REJECTED: the gate's every refusal and abort carries its error (gate._refuse).
+        action.result = verdict.error.envelope()  # type: ignore[union-attr]
     action_create(
         action,
         status,
@@ -110,5 +111,6 @@ def proposal_record(
         run_fields=run_fields,
     )
     if status == ActionStatus.WAITING_APPROVAL:
-        approval.request_open(run, action, spec, args)
+        # Only the gate's last check sends a call to approval, with its spec and arguments.
+        approval.request_open(run, action, spec, args)  # type: ignore[arg-type]
     return verdict, action

@@ -10,6 +10,7 @@ the call without locking the run again.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any
 
@@ -139,7 +140,7 @@ def _apply_step(run_id: Any, turn: int, step: Step, roles: frozenset[str]) -> No
                 proposals=run.proposals,
                 tool_calls=run.tool_calls,
                 past_deadline=timezone.now() >= run.deadline,
-                same_calls_before=lambda p=proposal: _same_calls_before(actions, p),
+                same_calls_before=functools.partial(_same_calls_before, actions, proposal),
             )
             verdict, action = proposal_record(
                 run=run,
@@ -159,7 +160,9 @@ def _apply_step(run_id: Any, turn: int, step: Step, roles: frozenset[str]) -> No
                 writes_so_far += 1
             waiting = waiting or action.status == ActionStatus.WAITING_APPROVAL
             if verdict.decision == gate.GateDecision.ABORT:
-                verifier.finish_unverified(run, RunOutcome(verdict.error.reason.value))
+                # The gate's every refusal and abort carries its error (gate._refuse).
+                reason = verdict.error.reason  # type: ignore[union-attr]
+                verifier.finish_unverified(run, RunOutcome(reason.value))
                 return
         queued = [a for a in created if a.status == ActionStatus.QUEUED]
         if waiting:

@@ -197,10 +197,11 @@ def _save(
 ) -> None:
     """Save ``names`` of the action (None: insert it), in the statement that appends ``event``
     to its run when there is one (``run``: the caller's instance of it; else the action's)."""
-    if event is None and names is None:
-        row_insert(action)
-    elif event is None:
-        row_save(action, names)
+    if event is None:
+        if names is None:
+            row_insert(action)
+        else:
+            row_save(action, names)
     else:
         trace_append(
             run=action.run if run is None else run,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -48,9 +49,9 @@ def booking_out(b: Booking, room_code: str | None = None) -> dict[str, Any]:
     }
 
 
-def _domain_errors(fn):
+def _domain_errors[**P, R](fn: Callable[P, R]) -> Callable[P, R]:
     @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return fn(*args, **kwargs)
         except BookingError as exc:
@@ -92,7 +93,7 @@ def find_available_rooms(ctx: CallContext, args: FindAvailableRoomsInput) -> dic
         "rooms": rooms,
         "observed_at": observed_at,
         "truncated": len(found) > MAX_CANDIDATES,
-        "named_room": _named_room(ctx, args) if args.room_id else None,
+        "named_room": _named_room(ctx, args, args.room_id) if args.room_id else None,
         "largest_capacity": None if found else selectors.room_largest_capacity(user=ctx.user),
         "own_bookings": [
             {
@@ -112,13 +113,13 @@ def find_available_rooms(ctx: CallContext, args: FindAvailableRoomsInput) -> dic
     )
 
 
-def _named_room(ctx: CallContext, args: FindAvailableRoomsInput) -> dict[str, Any]:
-    """What stands between the person and the room they named, as the database has it (a
-    room across the sandbox line does not exist for them)."""
-    room = selectors.room_get(code=args.room_id, user=ctx.user)
+def _named_room(ctx: CallContext, args: FindAvailableRoomsInput, code: str) -> dict[str, Any]:
+    """What stands between the person and the room they named (``code``), as the database has
+    it (a room across the sandbox line does not exist for them)."""
+    room = selectors.room_get(code=code, user=ctx.user)
     if room is None:
         return {
-            "room_id": args.room_id,
+            "room_id": code,
             "exists": False,
             "bookable": False,
             "capacity": None,

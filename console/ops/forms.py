@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django import forms
+from django.utils.functional import Promise
 from django.utils.translation import gettext_lazy
 
 from accounts.models import AuditAction
@@ -10,14 +11,14 @@ from agentops.contract import SideEffect
 from agentops.selectors import ActionStatus, AuditFilters, ExportFormat, RowKind, tools_all
 
 _DATE = forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d")
-_ANY = [("", gettext_lazy("Any"))]
+_ANY: list[tuple[str, str | Promise]] = [("", gettext_lazy("Any"))]
 
 
-def _tool_choices() -> list[tuple[str, str]]:
+def _tool_choices() -> list[tuple[str, str | Promise]]:
     return _ANY + [(spec.name, spec.name) for spec in tools_all()]
 
 
-def _outcome_choices() -> list[tuple[str, object]]:
+def _outcome_choices() -> list[tuple[str | Promise, object]]:
     calls = [(s.value, s.value) for s in ActionStatus]
     people = list(AuditAction.choices)
     return [

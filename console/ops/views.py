@@ -71,12 +71,12 @@ def audit_export(request: AuthedRequest) -> StreamingHttpResponse:
         personal_data=personal_data,
         filters=filters,
     )
-    chunks: Iterator[str] | AsyncIterator[str] = audit_export_chunks(
+    chunks = audit_export_chunks(
         filters=filters, personal_data=personal_data, export_format=export_format
     )
-    if isinstance(request, ASGIRequest):  # a sync iterator would be read whole before sending
-        chunks = _async_chunks(chunks)
-    response = StreamingHttpResponse(chunks, content_type=_CONTENT_TYPES[export_format])
+    # Under ASGI a sync iterator would be read whole before sending.
+    body = _async_chunks(chunks) if isinstance(request, ASGIRequest) else chunks
+    response = StreamingHttpResponse(body, content_type=_CONTENT_TYPES[export_format])
     name = f"audit-{timezone.localtime():%Y%m%d-%H%M%S}.{export_format.value}"
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
@@ -85,8 +85,12 @@ def audit_export(request: AuthedRequest) -> StreamingHttpResponse:
 async def _async_chunks(chunks: Iterator[str]) -> AsyncIterator[str]:
     """Each piece read on one thread of the request's own (its database connection and cursor),
     where the handler closes the response too (config.handler)."""
-    read = sync_to_async(next, thread_sensitive=True)
-    while (piece := await read(chunks, None)) is not None:
+
+    def piece_or_none() -> str | None:
+        return next(chunks, None)
+
+    read = sync_to_async(piece_or_none, thread_sensitive=True)
+    while (piece := await read()) is not None:
         yield piece
 
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from accounts.models import User
 from accounts.services import token_issue
@@ -11,14 +13,14 @@ class Command(BaseCommand):
         "Print a new API bearer token for a user (only its hash is stored; the issue is audited)."
     )
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
         parser.add_argument("--name", default="cli", help="a label for the token")
         parser.add_argument(
             "--by", default="", help="who issues it, for the audit log (default: the user)"
         )
 
-    def handle(self, *args, username: str, name: str, by: str, **options) -> None:
+    def handle(self, *args: Any, username: str, name: str, by: str, **options: Any) -> None:
         user = User.objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"No user named {username!r}.")
