@@ -398,7 +398,7 @@ def save_params(
     return params
 
 
-def _inserted(instance: Model, returned: tuple[Any, ...]) -> None:
+def inserted(instance: Model, returned: tuple[Any, ...]) -> None:
     """Take what the insert returned and mark ``instance`` saved, as ``Model.save()`` does."""
     for field, value in zip(returning_fields(type(instance)), returned, strict=True):
         if value is not None and hasattr(field, "from_db_value"):
@@ -546,14 +546,14 @@ def run_detail_row(run_id: Any, subject_id: Any) -> tuple[Any, ...] | None:
 def run_insert(run: AgentRun) -> AgentRun:
     """``run.save()`` of a new run (RUN_INSERT_SQL)."""
     row = _one(RUN_INSERT_SQL, insert_params(run, _RUN))
-    _inserted(run, row)
+    inserted(run, row)
     return run
 
 
 def action_insert(action: Action) -> Action:
     """``action.save()`` of a new action (ACTION_INSERT_SQL)."""
     row = _one(ACTION_INSERT_SQL, insert_params(action, _ACTION))
-    _inserted(action, row)
+    inserted(action, row)
     return action
 
 
@@ -574,7 +574,7 @@ def run_insert_with_event(run: AgentRun, event: TraceEvent) -> None:
     run.event_seq = 1
     params = {**insert_params(run, _RUN), **_event_params(event)}
     event.pk, event.seq, *returned = _one(RUN_INSERT_EVENT_SQL, params)
-    _inserted(run, tuple(returned))
+    inserted(run, tuple(returned))
 
 
 def run_save_with_event(run: AgentRun, fields: Iterable[str], event: TraceEvent) -> None:
@@ -603,7 +603,7 @@ def action_insert_with_event(
         **_event_params(event),
     }
     event.pk, event.seq, *returned = _one(ACTION_INSERT_EVENT_SQL, params)
-    _inserted(action, tuple(returned))
+    inserted(action, tuple(returned))
 
 
 def action_save_with_event(
