@@ -4,6 +4,7 @@ PostgreSQL holds them (a plain SELECT), defaults and timestamps included (the cl
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 import uuid
@@ -372,14 +373,26 @@ def action_columns(other_run, other_action) -> dict[str, Any]:
     }
 
 
-def saved_names(model, **kwargs) -> set[str]:
-    return {f.name for f in store.saved_fields(model, **kwargs)}
-
-
-def test_the_changes_cover_every_column_a_save_may_set(e23):
+def test_the_columns_given_cover_every_column_an_insert_writes(e23):
     """The comparisons below set each of these: a new column must be added to them."""
-    assert set(run_columns(e23)) == saved_names(AgentRun, exclude=("event_seq",))
-    assert set(action_columns(None, None)) == saved_names(Action)
+    insert = {f.name for f in store.insert_fields(AgentRun)}
+    assert set(run_columns(e23)) | {"id", "event_seq"} == insert
+    assert set(action_columns(None, None)) | {"id"} == {f.name for f in store.insert_fields(Action)}
+
+
+def test_every_statement_is_one_psycopg_caches_the_parsing_of():
+    """psycopg parses a query into PostgreSQL's form again on every call past 4096 characters
+    or 50 parameters (psycopg._queries): +0.35 ms of CPU per statement, measured."""
+    statements = {
+        name: value
+        for name, value in vars(store).items()
+        if name.endswith("_SQL") and isinstance(value, str)
+    }
+    assert len(statements) == 16
+    for name, statement in statements.items():
+        sql = store._sql(statement)
+        assert len(sql.encode()) <= 4096, name
+        assert len(set(re.findall(r"%\((\w+)\)s", sql))) <= 50, name
 
 
 def differing(before: dict[str, Any], after: dict[str, Any]) -> set[str]:
@@ -438,7 +451,7 @@ def saved_action(e17, e23):
 @pytest.mark.parametrize("saving", ["every column", "two columns"])
 def test_an_action_saved_by_the_store_is_the_row_save_update_fields_leaves(clock, e17, e23, saving):
     _, columns = saved_action(e17, e23)
-    names = list(columns) if saving == "every column" else ["status", "result"]
+    names = list(store.ACTION_MOVE_COLUMNS) if saving == "every column" else ["status", "result"]
     before = stored(Action, id=ACTION_ID)
 
     def change() -> Action:
@@ -467,8 +480,10 @@ def test_an_action_save_that_finds_no_row_raises_as_the_orm_does(e17):
         ghost.save(update_fields=["status"])
     with pytest.raises(Action.NotUpdated), transaction.atomic():
         store.action_save(ghost, ["status"])
-    with pytest.raises(ValueError, match="not a column this saves"):
+    with pytest.raises(ValueError, match="not a column to save"):
         store.action_save(ghost, ["id"])
+    with pytest.raises(ValueError, match="not a column this saves"):
+        store.action_save(ghost, ["tool"])
 
 
 def orm_event(run, kind, payload, action=None) -> None:
@@ -525,7 +540,8 @@ def change_run(run_id, columns) -> AgentRun:
 def test_a_run_saved_with_its_event_is_the_rows_the_orm_saves(clock, e17, e23, saving):
     run_id = run_create(e17, status="running").pk
     columns = run_columns(e23)
-    names = tuple(columns) if saving == "every column" else ("status", "outcome", "finished_at")
+    every = saving == "every column"
+    names = store.RUN_MOVE_COLUMNS if every else ("status", "outcome", "finished_at")
     before = stored(AgentRun, id=run_id)
     mine, theirs = change_run(run_id, columns), change_run(run_id, columns)
     clock.at = T1
@@ -585,7 +601,7 @@ def test_a_new_action_with_its_event_is_the_rows_the_orm_saves(clock, e17, e23, 
 def test_an_action_saved_with_its_event_is_the_rows_the_orm_saves(clock, e17, e23, run_fields):
     action, columns = saved_action(e17, e23)
     run_id = action.run_id
-    names = tuple(columns)
+    names = store.ACTION_MOVE_COLUMNS
     before = stored(Action, id=ACTION_ID)
 
     def change() -> tuple[AgentRun, Action]:
@@ -679,6 +695,7 @@ PROBE_INSERT = (
     "INSERT INTO {table} ({insert_columns}) VALUES ({insert_values}) RETURNING {returning}"
 )
 PROBE_SAVE = "UPDATE {table} SET {sets} WHERE id = %(pk)s"
+PROBE_SAVED = ("label", "count", "data", "size", "updated")
 
 
 def probe_insert(instance) -> None:
@@ -695,10 +712,13 @@ def probe_insert(instance) -> None:
 def probe_save(instance, names) -> None:
     model = type(instance)
     sql = PROBE_SAVE.format(
-        table=connection.ops.quote_name(model._meta.db_table), sets=store.set_list(model, "p")
+        table=connection.ops.quote_name(model._meta.db_table),
+        sets=store.set_list(model, "p", PROBE_SAVED),
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, {"pk": instance.pk, **store.save_params(instance, names, "p")})
+        cursor.execute(
+            sql, {"pk": instance.pk, **store.save_params(instance, names, "p", PROBE_SAVED)}
+        )
 
 
 TOKEN = uuid.UUID(int=0xD4)
