@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
 from django.db.models import Prefetch
 
 from accounts.models import Role, User
@@ -61,6 +60,7 @@ from agentops.runtime.registry import all_tools as tools_all
 from agentops.runtime.registry import get as tool_get
 from agentops.runtime.registry import visible_to as tools_visible_to
 from agentops.runtime.runs import MAX_REQUEST_CHARS, ScopeIn
+from agentops.runtime.store import run_detail_row
 from agentops.runtime.story import RunStory, run_story
 from agentops.runtime.trace import event_json, run_group
 from approvals.selectors import approval_pending_for_run
@@ -129,30 +129,10 @@ class RunDetail:
     receipts: list[dict[str, Any]]
 
 
-# Hand-written on purpose: API clients poll this read while a run goes on. Through the ORM (the
-# run, its events, its succeeded writes: three queries and a model per row) it cost ~5 ms of CPU
-# in the web process on the 2-core machine; as one statement, with PostgreSQL gathering the
-# events and receipts as JSON, ~1 ms (bench/README.md, "API reads").
-_RUN_DETAIL_SQL = """
-SELECT r.id, r.kind, r.status, r.outcome, r.reply, r.goal, r.conversation_id, r.delegation, r.turn,
-       r.created_at, r.finished_at,
-       (SELECT json_agg(json_build_array(e.seq, e.kind, e.created_at, e.action_id, e.payload)
-                        ORDER BY e.seq)
-          FROM agentops_traceevent e WHERE e.run_id = r.id),
-       (SELECT json_agg(json_build_array(a.tool, a.result -> 'data')
-                        ORDER BY a.turn, a.call_index)
-          FROM agentops_action a
-         WHERE a.run_id = r.id AND NOT a.readonly AND a.status = %s)
-  FROM agentops_agentrun r
- WHERE r.id = %s AND r.subject_id = %s
-"""
-
-
 def run_detail_for_user(*, run_id: uuid.UUID, user: User) -> RunDetail | None:
-    """The user's own run with its events and receipts; someone else's reads as absent."""
-    with connection.cursor() as cursor:
-        cursor.execute(_RUN_DETAIL_SQL, [ActionStatus.SUCCEEDED.value, run_id, user.pk])
-        row = cursor.fetchone()
+    """The user's own run with its events and receipts (one statement: store.RUN_DETAIL_SQL);
+    someone else's reads as absent."""
+    row = run_detail_row(run_id, user.pk)
     if row is None:
         return None
     *columns, delegation, turn, created_at, finished_at, events, writes = row

@@ -29,9 +29,9 @@ from django.utils import timezone
 
 from agentops.contract import Delegation
 from agentops.models import AgentRun, EventKind, RunKind
-from agentops.runtime.store import row_create
+from agentops.runtime.store import run_insert
 from agentops.runtime.timing import Budgets
-from agentops.runtime.trace import trace_append
+from agentops.runtime.trace import run_insert_with_event
 
 POLICY_VERSION = "2026-11-30.1"
 
@@ -136,8 +136,8 @@ def run_create(
         "deadline": timezone.now() + timedelta(seconds=budgets.deadline_s),
         **fields,
     }
-    if started is None:
-        return row_create(AgentRun, **columns)
     run = AgentRun(**columns)
-    trace_append(run=run, run_insert=True, kind=EventKind.RUN_STARTED, payload=started)
+    if started is None:
+        return run_insert(run)
+    run_insert_with_event(run=run, kind=EventKind.RUN_STARTED, payload=started)
     return run

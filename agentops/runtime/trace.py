@@ -5,7 +5,6 @@ a consumer that (re)connects reads what it missed from there."""
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import queue
@@ -13,12 +12,12 @@ import threading
 from typing import Any
 
 from channels.layers import get_channel_layer
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from agentops.models import Action, AgentRun, TraceEvent
+from agentops.runtime import store
 from agentops.runtime.redis_client import get_redis
-from agentops.runtime.store import insert_statement, inserted, set_items, update_statement
 
 log = logging.getLogger(__name__)
 
@@ -133,27 +132,26 @@ async def _push(batches: dict[str, list[dict[str, Any]]]) -> None:
 
 _pusher = _Pusher()
 
-# One statement per event: number it under the run's row lock and insert it. (Two statements
-# through the ORM cost a round trip more for each of the ~12 events of a run; figure in
-# bench/README.md, "trace events".)
-# What changed with the event goes in the same statement: the run's own columns (a status move,
-# a counter: ``run_fields``), and the event's action, a new one inserted (``action_insert``) or
-# a move of it saved (``action_fields``; runtime.transitions): one round trip, not two.
-_APPEND_SQL = """
-WITH {action}numbered AS (
-    UPDATE agentops_agentrun SET event_seq = event_seq + 1{sets} WHERE id = %s RETURNING event_seq
-)
-INSERT INTO agentops_traceevent (run_id, seq, kind, action_id, payload, created_at)
-SELECT %s, numbered.event_seq, %s, %s, %s::jsonb, %s FROM numbered
-RETURNING id, seq
-"""
-# A new run and its first event (run_insert).
-_FIRST_SQL = """
-WITH created AS ({run})
-INSERT INTO agentops_traceevent (run_id, seq, kind, action_id, payload, created_at)
-VALUES (%s, 1, %s, %s, %s::jsonb, %s)
-RETURNING id, seq
-"""
+
+def _event(
+    run: AgentRun, kind: str, payload: dict[str, Any] | None, action: Action | None
+) -> TraceEvent:
+    return TraceEvent(
+        run=run, kind=kind, action=action, payload=payload or {}, created_at=timezone.now()
+    )
+
+
+def _appended(run: AgentRun, event: TraceEvent) -> TraceEvent:
+    """The event is in the caller's transaction: push it to the run's group after commit."""
+    run.event_seq = event.seq
+    message = event_json(event)
+    group = run_group(run.pk)
+    transaction.on_commit(lambda: _pusher.send(group, message))
+    return event
+
+
+# Each of these is one statement of agentops.runtime.store: the event numbered under the run's
+# row lock (held until the caller's transaction ends) and inserted, with what changed with it.
 
 
 def trace_append(
@@ -162,57 +160,57 @@ def trace_append(
     kind: str,
     payload: dict[str, Any] | None = None,
     action: Action | None = None,
-    run_fields: tuple[str, ...] = (),
-    action_fields: tuple[str, ...] = (),
-    action_insert: bool = False,
-    run_insert: bool = False,
 ) -> TraceEvent:
-    """Append one event, saving in the same statement ``run_fields`` of ``run`` and either
-    ``action_fields`` of ``action`` or, with ``action_insert``, the new ``action`` itself (a
-    change and its event are one write); with ``run_insert``, the new ``run`` is inserted with
-    this, its first event. Locks the run row until the caller's transaction ends (numbering);
-    pushes the event to the run's group after commit."""
-    event = TraceEvent(
-        run=run,
-        kind=kind,
-        action=action,
-        payload=payload or {},
-        created_at=timezone.now(),
-    )
-    event_params = [
-        run.pk,
-        kind,
-        action.pk if action is not None else None,
-        json.dumps(event.payload),
-        event.created_at,
-    ]
-    if run_insert:
-        if action is not None or run_fields:
-            raise ValueError("a new run's first event saves nothing else")
-        run.event_seq = 1
-        sql, params = insert_statement(run)
-        statement, params = _FIRST_SQL.format(run=sql), [*params, *event_params]
-    else:
-        items, values = set_items(run, (*run_fields, "updated_at")) if run_fields else ([], [])
-        saved, saved_params = "", []
-        if action is not None and (action_insert or action_fields):
-            sql, saved_params = (
-                insert_statement(action)
-                if action_insert
-                else update_statement(action, action_fields)
-            )
-            saved = f"saved AS ({sql}), "
-        statement = _APPEND_SQL.format(action=saved, sets="".join(f", {i}" for i in items))
-        params = [*saved_params, *values, run.pk, *event_params]
-    with connection.cursor() as cursor:
-        cursor.execute(statement, params)
-        event.pk, event.seq = cursor.fetchone()
-    if run_insert:
-        inserted(run)
-    if action_insert:
-        inserted(action)
-    run.event_seq = event.seq
-    message = event_json(event)
-    group = run_group(run.pk)
-    transaction.on_commit(lambda: _pusher.send(group, message))
-    return event
+    """Append one event of ``run`` (about ``action``, if given); push it after commit."""
+    event = _event(run, kind, payload, action)
+    store.event_append(event)
+    return _appended(run, event)
+
+
+def run_insert_with_event(
+    *, run: AgentRun, kind: str, payload: dict[str, Any] | None = None
+) -> TraceEvent:
+    """Insert the new ``run`` with its first event; push the event after commit."""
+    event = _event(run, kind, payload, None)
+    store.run_insert_with_event(run, event)
+    return _appended(run, event)
+
+
+def run_save_with_event(
+    *, run: AgentRun, fields: tuple[str, ...], kind: str, payload: dict[str, Any] | None = None
+) -> TraceEvent:
+    """Save ``fields`` of ``run`` (and its ``updated_at``) with one event of it."""
+    event = _event(run, kind, payload, None)
+    store.run_save_with_event(run, fields, event)
+    return _appended(run, event)
+
+
+def action_insert_with_event(
+    *,
+    run: AgentRun,
+    action: Action,
+    kind: str,
+    payload: dict[str, Any] | None = None,
+    run_fields: tuple[str, ...] = (),
+) -> TraceEvent:
+    """Insert the new ``action`` with its event, saving ``run_fields`` of ``run`` (the caller's
+    locked instance of the action's run) too."""
+    event = _event(run, kind, payload, action)
+    store.action_insert_with_event(action, event, run=run, run_fields=run_fields)
+    return _appended(run, event)
+
+
+def action_save_with_event(
+    *,
+    run: AgentRun,
+    action: Action,
+    fields: tuple[str, ...],
+    kind: str,
+    payload: dict[str, Any] | None = None,
+    run_fields: tuple[str, ...] = (),
+) -> TraceEvent:
+    """Save ``fields`` of ``action`` with its event, and ``run_fields`` of ``run`` (the caller's
+    locked instance of the action's run) too."""
+    event = _event(run, kind, payload, action)
+    store.action_save_with_event(action, fields, event, run=run, run_fields=run_fields)
+    return _appended(run, event)

@@ -18,9 +18,12 @@ from agentops.models import (
     RunOutcome,
     RunStatus,
 )
-from agentops.runtime import approval
-from agentops.runtime.store import row_insert, row_save
-from agentops.runtime.trace import trace_append
+from agentops.runtime import approval, store
+from agentops.runtime.trace import (
+    action_insert_with_event,
+    action_save_with_event,
+    run_save_with_event,
+)
 
 # Every non-terminal status may end through compensating: a run that cannot finish undoes the
 # writes it confirmed first (runtime.saga). A failed undo waits in rollback_pending for a
@@ -137,13 +140,13 @@ def run_move(
             raise IllegalMoveError(f"run {run.pk}: terminal move without an outcome")
         run.finished_at = timezone.now()
         fields.append("finished_at")
-    # The run's row and its event in one statement (trace_append's run_fields).
+    # The run's row and its event in one statement.
     if terminal:
         event = {"status": to.value, "outcome": run.outcome, "reply": run.reply}
         kind, event = EventKind.RUN_FINISHED, event | (payload or {})
     else:
         kind, event = _RUN_EVENT[to], payload or {}
-    trace_append(run=run, kind=kind, payload=event, run_fields=tuple(fields))
+    run_save_with_event(run=run, fields=tuple(fields), kind=kind, payload=event)
 
 
 def action_move(
@@ -158,7 +161,7 @@ def action_move(
 ) -> None:
     """Move a saved action to ``to``, setting ``fields`` in the same UPDATE. With ``event``, the
     move is saved by the statement that appends that event to the action's run (``payload``;
-    ``run_fields`` of ``run``, the caller's locked instance of it, saved too: trace_append)."""
+    ``run_fields`` of ``run``, the caller's locked instance of it, saved too)."""
     if to not in ACTION_MOVES[ActionStatus(action.status)]:
         raise IllegalMoveError(f"action {action.pk}: {action.status} -> {to}")
     action.status = to
@@ -197,19 +200,25 @@ def _save(
 ) -> None:
     """Save ``names`` of the action (None: insert it), in the statement that appends ``event``
     to its run when there is one (``run``: the caller's instance of it; else the action's)."""
-    if event is None:
-        if names is None:
-            row_insert(action)
-        else:
-            row_save(action, names)
-    else:
-        trace_append(
+    if event is None and names is None:
+        store.action_insert(action)
+    elif event is None:
+        store.action_save(action, names)
+    elif names is None:
+        action_insert_with_event(
             run=action.run if run is None else run,
+            action=action,
             kind=event,
             payload=payload,
+            run_fields=run_fields,
+        )
+    else:
+        action_save_with_event(
+            run=action.run if run is None else run,
             action=action,
-            action_fields=names or (),
-            action_insert=names is None,
+            fields=names,
+            kind=event,
+            payload=payload,
             run_fields=run_fields,
         )
 

@@ -8,7 +8,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agentops.models import Action, ActionStatus, AgentRun, EventKind, RunStatus
-from agentops.runtime.trace import trace_append
+from agentops.runtime.trace import run_insert_with_event, trace_append
 from agentops.runtime.transitions import (
     ACTION_MOVES,
     RUN_MOVES,
@@ -194,7 +194,7 @@ def test_a_new_run_and_its_first_event_are_one_statement(e17):
     )
 
     with CaptureQueriesContext(connection) as sql:
-        event = trace_append(run=run, run_insert=True, kind=EventKind.RUN_STARTED, payload={"a": 1})
+        event = run_insert_with_event(run=run, kind=EventKind.RUN_STARTED, payload={"a": 1})
 
     assert len(sql) == 1
     assert not run._state.adding
@@ -206,13 +206,3 @@ def test_a_new_run_and_its_first_event_are_one_statement(e17):
     ]
     trace_append(run=saved, kind=EventKind.GATE)  # the numbering goes on from there
     assert list(saved.events.order_by("seq").values_list("seq", flat=True)) == [1, 2]
-
-
-@pytest.mark.django_db
-def test_a_new_runs_first_event_saves_nothing_else(e17):
-    fresh = AgentRun(subject=e17, goal="g", deadline=timezone.now())
-    with pytest.raises(ValueError, match="saves nothing else"):
-        trace_append(run=fresh, run_insert=True, kind=EventKind.GATE, run_fields=("status",))
-    with pytest.raises(ValueError, match="saves nothing else"):
-        trace_append(run=fresh, run_insert=True, kind=EventKind.GATE, action=Action())
-    assert not AgentRun.objects.filter(pk=fresh.pk).exists()
