@@ -409,7 +409,7 @@ def booking_request(
     (``another_room``): the assistant's rule, the same on the screens (README, "Two rooms at
     once")."""
     if not another_room:
-        _refuse_second_room(user=user, start_at=start_at, end_at=end_at)
+        _refuse_second_room(user=user, start_at=start_at, end_at=end_at, key=idempotency_key)
     if observed_version is None:
         observed_version = (
             Room.objects.filter(code=room_code).values_list("schedule_version", flat=True).first()
@@ -683,8 +683,14 @@ def _change_replay(
     return Change(booking=booking, receipt=first, replayed=True)
 
 
-def _refuse_second_room(*, user: User, start_at: datetime, end_at: datetime) -> None:
-    held = booking_list_overlapping(user=user, start_at=start_at, end_at=end_at, limit=1)
+def _refuse_second_room(*, user: User, start_at: datetime, end_at: datetime, key: str) -> None:
+    # A double submit of this very request (its booking carries the key, namespaced by the
+    # runtime as "<channel>:<user>:<key>") is a replay, not a second room.
+    held = [
+        b
+        for b in booking_list_overlapping(user=user, start_at=start_at, end_at=end_at, limit=5)
+        if not b.idempotency_key.endswith(f":{key}")
+    ]
     if held:
         raise BookingError(
             "conflict",

@@ -301,7 +301,9 @@ def test_the_screen_change_goes_through_the_runtime_as_one_action(e17):
     assert done.kind == "done" and done.booking.code == booking.code
     action = Action.objects.get(tool="change_booking")
     assert action.status == "succeeded"
-    assert action.run.events.filter(kind="verified").exists() or action.run.status == "succeeded"
+    # Its trace: the gate's decision and the call's outcome (a direct call records no
+    # verification event yet: see the report).
+    assert {"gate", "execution_finished"} <= set(action.run.events.values_list("kind", flat=True))
 
 
 def test_a_move_into_r16_waits_for_an_approver_and_the_old_slot_is_held(worker, e17, approver):
