@@ -4,7 +4,9 @@ stays the record: a lost poke costs freshness, never a booking."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+import threading
 from collections.abc import Iterable
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -52,7 +54,16 @@ def schedule_changed(changes: Iterable[tuple[str, datetime, datetime]]) -> None:
         for group in sorted(groups):
             async_to_sync(layer.group_send)(group, {"type": "schedule.changed"})
 
-    transaction.on_commit(send, robust=True)
+    def after_commit() -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # a plain thread (a worker, a sync view): send from here
+            send()
+            return
+        # A thread that runs an event loop (an async caller) cannot block on one: send aside.
+        threading.Thread(target=send, name="schedule-poke", daemon=True).start()
+
+    transaction.on_commit(after_commit, robust=True)
 
 
 class ScheduleConsumer(AsyncWebsocketConsumer):
