@@ -1,7 +1,7 @@
 """Rooms and bookings in the Django admin.
 
-Bookings change only through the booking service: the admin shows them and cancels them with
-``booking_cancel`` (an action, audited); nobody adds, edits or deletes one by hand. Rooms may be
+Bookings change only through the booking service: the admin shows them and cancels them through
+the runtime (``cancel_booking``: an Action with its trace, like every channel); nobody adds, edits or deletes one by hand. Rooms may be
 edited (name, notes, bookable, ...), audited, and never touch the schedule version, which only
 the booking service moves.
 """
@@ -13,7 +13,6 @@ from datetime import datetime
 
 from django import forms
 from django.contrib import admin, messages
-from django.db import transaction
 from django.db.models import Model, QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest
@@ -23,9 +22,8 @@ from django.utils.html import format_html
 from django.utils.translation import gettext, gettext_lazy, ngettext
 
 from accounts.admin import AuditedAdmin, ReadOnlyAdmin, admin_user
-from accounts.models import AuditAction, Role
+from accounts.models import Role
 from accounts.selectors import user_roles
-from accounts.services import audit_record
 from bookings import services
 from bookings.errors import BookingError
 from bookings.models import Booking, BookingStatus, Room
@@ -91,13 +89,6 @@ class RoomAdmin(AuditedAdmin[Room]):
         obj.schedule_version = fresh.schedule_version
 
 
-def _run_id(booking: Booking) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(booking.run_id)
-    except ValueError:
-        return None
-
-
 def _local(moment: datetime) -> str:
     return formats.date_format(timezone.localtime(moment), "SHORT_DATETIME_FORMAT")
 
@@ -150,33 +141,35 @@ class BookingAdmin(ReadOnlyAdmin):
 
     @admin.action(description=gettext_lazy("Cancel selected bookings"), permissions=["cancel"])
     def cancel(self, request: HttpRequest, queryset: QuerySet[Booking]) -> None:
-        """Cancel through the booking service (room version bumped), each with its audit entry
-        in the same transaction; one refusal does not undo the others."""
-        done, skipped = [], []
+        """Cancel through the runtime (cancel_booking), as the API, MCP and My bookings do: each
+        leaves an Action, its trace, verification and the audit log's row. An admin's cancel of
+        another employee's booking is HIGH and waits for an approver other than the admin
+        (README, "Approvals"); one refusal does not undo the others."""
+        done, waiting, skipped = [], [], []
         for code, status in queryset.values_list("code", "status"):
             if status == BookingStatus.CANCELLED:
                 skipped.append(code)
                 continue
             try:
-                with transaction.atomic():
-                    booking = services.booking_cancel(user=admin_user(request), booking_code=code)
-                    audit_record(
-                        actor=admin_user(request),
-                        action=AuditAction.BOOKING_CANCELLED,
-                        target=f"booking:{code}",
-                        run_id=_run_id(booking),
-                        detail={"room": booking.room.code, "version": booking.cancelled_version},
-                    )
+                outcome = services.booking_cancel_request(
+                    user=admin_user(request), booking_code=code, idempotency_key=uuid.uuid4().hex
+                )
             except BookingError as exc:
                 self.message_user(request, f"{code}: {exc.display_message}", messages.ERROR)
                 continue
-            done.append(code)
+            (waiting if outcome.kind == "pending" else done).append(code)
         if done:
             self.message_user(
                 request,
                 ngettext("Cancelled %(codes)s.", "Cancelled %(codes)s.", len(done))
                 % {"codes": ", ".join(done)},
                 messages.SUCCESS,
+            )
+        if waiting:
+            self.message_user(
+                request,
+                gettext("Waiting for another approver: %(codes)s.") % {"codes": ", ".join(waiting)},
+                messages.INFO,
             )
         if skipped:
             self.message_user(

@@ -12,8 +12,10 @@ from django.conf import settings
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy, gettext_noop
 
+from accounts.models import Department
 from bookings.errors import BookingError
-from bookings.rules import EQUIPMENT_LABELS, KNOWN_EQUIPMENT
+from bookings.rules import EQUIPMENT_LABELS, KNOWN_EQUIPMENT, MAX_TITLE
+from bookings.schedule import Filters
 
 EQUIPMENT_CHOICES = [(name, EQUIPMENT_LABELS[name]) for name in KNOWN_EQUIPMENT]
 
@@ -71,6 +73,12 @@ class BookForm(forms.Form):
     idempotency_key = forms.UUIDField(label=gettext_lazy("Idempotency key"))
     # The schedule version the search showed: the booking is of what the person saw.
     version = forms.IntegerField(label=gettext_lazy("Version"), min_value=0, required=False)
+    title = forms.CharField(
+        label=gettext_lazy("Meeting title"), max_length=MAX_TITLE, required=False
+    )
+    another_room = forms.BooleanField(
+        label=gettext_lazy("Yes, I need another room too"), required=False
+    )
 
     def parse(self) -> dict[str, Any]:
         """Keyword arguments for services.booking_reserve (without the user); invalid input
@@ -89,6 +97,8 @@ class BookForm(forms.Form):
             # The runtime namespaces it ("web:<user>:<key>"): it never meets an agent run's key.
             "idempotency_key": str(data["idempotency_key"]),
             "observed_version": data["version"],
+            "title": data["title"],
+            "another_room": data["another_room"],
         }
 
 
@@ -115,3 +125,81 @@ def _label(form: forms.Form, name: str) -> str:
     if field is None:
         return gettext("Form")
     return str(field.label or name.replace("_", " ").capitalize())
+
+
+class DayForm(forms.Form):
+    """The day view's filters; every field may be left out."""
+
+    date = forms.DateField(
+        label=gettext_lazy("Day"),
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"),
+    )
+    attendees = forms.IntegerField(
+        label=gettext_lazy("People"), min_value=1, max_value=999, required=False
+    )
+    equipment = forms.MultipleChoiceField(
+        label=gettext_lazy("Equipment"),
+        choices=EQUIPMENT_CHOICES,
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+    )
+    floor = forms.TypedChoiceField(
+        label=gettext_lazy("Floor"), coerce=int, empty_value=None, required=False, choices=()
+    )
+    department = forms.ChoiceField(
+        label=gettext_lazy("Department"),
+        required=False,
+        choices=[("", gettext_lazy("Any department")), *Department.choices],
+    )
+
+    def __init__(self, *args: Any, floors: list[int], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["floor"].choices = [("", gettext_lazy("Any floor"))] + [
+            (f, str(f)) for f in floors
+        ]
+
+    def parse(self) -> tuple[date, Filters]:
+        """The day and the filters; invalid input raises BookingError."""
+        if not self.is_valid():
+            raise form_error(self, gettext_noop("Correct the filters and try again."))
+        data = self.cleaned_data
+        filters = Filters(
+            attendees=data["attendees"] or 1,
+            equipment=tuple(data["equipment"]),
+            floor=data["floor"],
+            department=data["department"],
+        )
+        return data["date"] or timezone.localdate(), filters
+
+
+class ChangeForm(forms.Form):
+    """A booking's new room, day, times, people and title."""
+
+    room = forms.CharField(label=gettext_lazy("Room"), max_length=16)
+    date = forms.DateField(
+        label=gettext_lazy("Date"),
+        widget=forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d"),
+    )
+    start = forms.TimeField(label=gettext_lazy("From"), widget=_TIME)
+    end = forms.TimeField(label=gettext_lazy("To"), widget=_TIME)
+    attendees = forms.IntegerField(label=gettext_lazy("People"), min_value=1, max_value=999)
+    title = forms.CharField(
+        label=gettext_lazy("Meeting title"), max_length=MAX_TITLE, required=False
+    )
+    idempotency_key = forms.UUIDField(widget=forms.HiddenInput)
+
+    def parse(self) -> dict[str, Any]:
+        """Keyword arguments for services.booking_change_request (without the user and code)."""
+        if not self.is_valid():
+            raise form_error(self, gettext_noop("Correct the change and try again."))
+        data = self.cleaned_data
+        tz = ZoneInfo(settings.TIME_ZONE)
+        return {
+            "room_code": data["room"],
+            "start_at": datetime.combine(data["date"], data["start"], tzinfo=tz),
+            "end_at": datetime.combine(data["date"], data["end"], tzinfo=tz),
+            "attendees": data["attendees"],
+            "title": data["title"],
+            "idempotency_key": str(data["idempotency_key"]),
+        }

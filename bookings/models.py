@@ -67,6 +67,12 @@ class Booking(models.Model):
     )
     during = DateTimeRangeField(help_text="Half-open [start, end).")
     attendees = models.PositiveSmallIntegerField()
+    title = models.CharField(
+        max_length=120,
+        blank=True,
+        db_default="",  # the reserve's hand-written INSERT names it; older rows read as untitled
+        help_text="Meeting title. Untrusted text: shown to its owner and approvers, escaped.",
+    )
     status = models.CharField(
         max_length=16, choices=BookingStatus.choices, default=BookingStatus.CONFIRMED
     )
@@ -128,3 +134,31 @@ class Booking(models.Model):
     @property
     def end_at(self) -> datetime:
         return self.during.upper
+
+
+class BookingChange(models.Model):
+    """One change of a booking (its receipt): what it was and what it became, under the key of
+    the call that made it. The booking keeps its code; this row answers "what happened to key K?"."""
+
+    booking = models.ForeignKey(Booking, on_delete=models.PROTECT, related_name="changes")
+    idempotency_key = models.CharField(max_length=200, unique=True)
+    changed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    from_room = models.ForeignKey(Room, on_delete=models.PROTECT, related_name="+")
+    from_during = DateTimeRangeField()
+    from_attendees = models.PositiveSmallIntegerField()
+    from_title = models.CharField(max_length=120, blank=True)
+    to_room = models.ForeignKey(Room, on_delete=models.PROTECT, related_name="+")
+    to_during = DateTimeRangeField()
+    to_attendees = models.PositiveSmallIntegerField()
+    to_title = models.CharField(max_length=120, blank=True)
+    run_id = models.CharField(max_length=64, blank=True)
+    action_id = models.CharField(max_length=64, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.booking_id}: {self.idempotency_key}"

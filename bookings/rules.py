@@ -115,3 +115,45 @@ def check_attendees(attendees: int) -> None:
             gettext_noop("At least one attendee is needed."),
             gettext_noop("Give the number of people, 1 or more."),
         )
+
+
+MAX_TITLE = 120
+
+
+def clean_title(title: str) -> str:
+    """A meeting title as stored: control characters out, spaces collapsed, at most MAX_TITLE
+    characters (untrusted text: shown escaped, never interpreted)."""
+    text = " ".join("".join(" " if ord(c) < 32 or ord(c) == 127 else c for c in title).split())
+    if len(text) > MAX_TITLE:
+        raise BookingError(
+            "invalid_input",
+            "title_too_long",
+            gettext_noop("A meeting title may have at most %(max)d characters."),
+            gettext_noop("Shorten the title."),
+            params={"max": MAX_TITLE},
+        )
+    return text
+
+
+def approval_reasons(
+    *, room_code: str, requires_approval: bool, department: str, user_department: str
+) -> list[tuple[str, dict[str, object]]]:
+    """Why a booking of this room waits for an approver, as (msgid, params) pairs: the room
+    facts the booking policy reads (bookings.tools.adapters.reserve_risk states the same rules
+    for the runtime). Empty: it is booked at once."""
+    reasons: list[tuple[str, dict[str, object]]] = []
+    if requires_approval:
+        reasons.append(
+            (
+                gettext_noop("%(room)s is a premium room: an approver must agree."),
+                {"room": room_code},
+            )
+        )
+    if user_department and department != user_department:
+        reasons.append(
+            (
+                gettext_noop("%(room)s belongs to %(department)s: an approver must agree."),
+                {"room": room_code, "department": department},
+            )
+        )
+    return reasons

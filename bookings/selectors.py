@@ -20,7 +20,7 @@ from accounts.models import Role, User
 from accounts.selectors import user_roles
 from bookings import rules
 from bookings.errors import BookingError
-from bookings.models import Booking, BookingStatus, Room
+from bookings.models import Booking, BookingChange, BookingStatus, Room
 from config import sqlrows
 
 MAX_PAGE = 50
@@ -274,3 +274,24 @@ def booking_list_for_user(
         next_cursor=_encode_cursor(items[-1].id) if has_more else None,
         has_more=has_more,
     )
+
+
+def booking_lookup_change(*, idempotency_key: str) -> BookingChange | None:
+    """The change made under this key, after any in-flight change of the key has committed or
+    aborted (booking_change holds the key's advisory lock until commit): None proves that no
+    change of this key has committed so far."""
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT set_config('lock_timeout', %s, true)", [f"{CANCEL_LOOKUP_WAIT_MS}ms"]
+        )
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [idempotency_key])
+        return (
+            BookingChange.objects.select_related("booking", "from_room", "to_room")
+            .filter(idempotency_key=idempotency_key)
+            .first()
+        )
+
+
+def booking_room_code(*, code: str) -> str | None:
+    """The room code of booking ``code`` (None: no such booking)."""
+    return Booking.objects.filter(code=code).values_list("room__code", flat=True).first()

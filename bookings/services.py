@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
+from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
@@ -18,7 +19,9 @@ from accounts.selectors import user_roles
 from agentops.contract import governed_call
 from bookings import rules
 from bookings.errors import BookingError
-from bookings.models import Booking, BookingStatus, Room
+from bookings.live import schedule_changed
+from bookings.models import Booking, BookingChange, BookingStatus, Room
+from bookings.selectors import booking_list_overlapping
 
 # One statement does the whole reservation and says why when it does not:
 # - `facts` locks the room row (FOR UPDATE) and reads what the rules need, including whether
@@ -65,9 +68,10 @@ facts AS (
 ),
 ins AS (
     INSERT INTO bookings_booking
-           (room_id, requester_id, during, attendees, status, idempotency_key, run_id, action_id,
-            created_version, created_at)
-    SELECT f.id, %(requester)s, tstzrange(%(start)s, %(end)s, '[)'), %(attendees)s, 'confirmed',
+           (room_id, requester_id, during, attendees, title, status, idempotency_key, run_id,
+            action_id, created_version, created_at)
+    SELECT f.id, %(requester)s, tstzrange(%(start)s, %(end)s, '[)'), %(attendees)s, %(title)s,
+           'confirmed',
            %(key)s::varchar, %(run_id)s, %(action_id)s, f.schedule_version + 1, now()
       FROM facts f
      WHERE f.bookable AND f.capacity >= %(attendees)s
@@ -114,6 +118,7 @@ def booking_reserve(
     idempotency_key: str,
     run_id: str = "",
     action_id: str = "",
+    title: str = "",
 ) -> Reservation:
     """Reserve a room atomically for ``user``.
 
@@ -125,6 +130,7 @@ def booking_reserve(
     rules.check_window(start_at, end_at, now=now)
     rules.check_attendees(attendees)
     wanted = rules.normalize_equipment(equipment)
+    title = rules.clean_title(title)
     if not idempotency_key or len(idempotency_key) > 200:
         raise BookingError(
             "invalid_input",
@@ -132,6 +138,7 @@ def booking_reserve(
             gettext_noop("An idempotency key of 1-200 characters is required."),
         )
     params: dict[str, Any] = {
+        "title": title,
         "room": room_code,
         "attendees": attendees,
         "equipment": wanted,
@@ -208,6 +215,7 @@ def booking_reserve(
         requester=user,
         during=DateTimeTZRange(start_at, end_at, "[)"),
         attendees=attendees,
+        title=title,
         status=BookingStatus.CONFIRMED,
         idempotency_key=idempotency_key,
         run_id=run_id,
@@ -216,6 +224,7 @@ def booking_reserve(
         created_at=created_at,
     )
     booking._state.adding = False
+    schedule_changed([(room_code, start_at, end_at)])
     return Reservation(
         booking=booking, room_code=room_code, schedule_version=version, replayed=False
     )
@@ -366,6 +375,7 @@ def booking_cancel(*, user: User, booking_code: str, idempotency_key: str = "") 
     booking.save(
         update_fields=["status", "cancelled_at", "cancelled_by", "cancelled_version", "cancel_key"]
     )
+    schedule_changed([(room.code, booking.start_at, booking.end_at)])
     return booking
 
 
@@ -388,11 +398,19 @@ def booking_request(
     equipment: Sequence[str] = (),
     idempotency_key: str,
     observed_version: int | None = None,
+    title: str = "",
+    another_room: bool = False,
 ) -> BookingOutcome:
     """Book for a person from the screens, through the runtime's governance (the same gate,
     policy, approvals, idempotency and audit as the assistant). Raises BookingError for a
     refusal, in the words the screens show. ``observed_version`` is the room's schedule version
-    the person saw (stale only if that window changed since); without it, the current one."""
+    the person saw (stale only if that window changed since); without it, the current one.
+
+    A person who already holds a room at that time gets a second one only when they say so
+    (``another_room``): the assistant's rule, the same on the screens (README, "Two rooms at
+    once")."""
+    if not another_room:
+        _refuse_second_room(user=user, start_at=start_at, end_at=end_at, key=idempotency_key)
     if observed_version is None:
         observed_version = (
             Room.objects.filter(code=room_code).values_list("schedule_version", flat=True).first()
@@ -408,7 +426,8 @@ def booking_request(
             "attendees": attendees,
             "equipment": list(equipment),
             "expected_version": observed_version or 0,
-        },
+        }
+        | ({"title": title} if title else {}),
         idempotency_key=idempotency_key,
     )
     if envelope.get("pending"):
@@ -417,7 +436,7 @@ def booking_request(
             "pending", pending | {"deadline": datetime.fromisoformat(pending["deadline"])}
         )
     if not envelope.get("ok"):
-        raise BookingError.from_envelope(envelope)
+        raise _in_plain_words(BookingError.from_envelope(envelope))
     data = envelope["data"]
     booking = Booking.objects.select_related("room").get(code=data["booking_id"])
     return BookingOutcome(
@@ -430,4 +449,351 @@ def booking_request(
             # predates this request (a double submit).
             bool(data["replayed"]) or booking.created_at < asked_at,
         ),
+    )
+
+
+@dataclass(frozen=True)
+class Change:
+    """A changed booking (same row, same code) and the receipt of the change."""
+
+    booking: Booking
+    receipt: BookingChange
+    replayed: bool
+
+
+@transaction.atomic
+def booking_change(
+    *,
+    user: User,
+    booking_code: str,
+    idempotency_key: str,
+    room_code: str | None = None,
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
+    attendees: int | None = None,
+    title: str | None = None,
+    expected_version: int | None = None,
+    run_id: str = "",
+    action_id: str = "",
+) -> Change:
+    """Change a confirmed booking in place (it keeps its code): room, time, people, title. A
+    field left ``None`` stays as it is.
+
+    Holds the key's advisory lock until commit (a receipt lookup waits for it), then locks the
+    rooms involved in id order, then the booking: every schedule writer takes rooms before
+    bookings, so a change never deadlocks with a reserve, a cancel or another change.
+    ``expected_version`` is the target room's schedule version the person saw: stale (conflict)
+    when a booking of the new window was written since, as for a reservation. Bumps the
+    schedule version of each room whose schedule changed and records a BookingChange under the
+    key; the same key with the same change answers the first receipt (``replayed``)."""
+    if not idempotency_key or len(idempotency_key) > 200:
+        raise BookingError(
+            "invalid_input",
+            "bad_idempotency_key",
+            gettext_noop("An idempotency key of 1-200 characters is required."),
+        )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [idempotency_key])
+    found = (
+        Booking.objects.filter(code=booking_code)
+        .values_list("room_id", "requester_id", "room__sandbox")
+        .first()
+    )
+    if found is None or (found[1] != user.pk and Role.ADMIN not in user_roles(user=user)):
+        raise BookingError(
+            "not_found",
+            "booking_not_found",
+            gettext_noop("There is no booking %(code)s."),
+            params={"code": booking_code},
+        )
+    first = BookingChange.objects.filter(idempotency_key=idempotency_key).first()
+    if first is not None:
+        return _change_replay(
+            first,
+            booking_code=booking_code,
+            room_code=room_code,
+            start_at=start_at,
+            end_at=end_at,
+            attendees=attendees,
+            title=title,
+        )
+    target = (
+        Room.objects.filter(code=room_code, sandbox=found[2]).values_list("pk", flat=True).first()
+        if room_code is not None
+        else found[0]
+    )
+    if target is None:
+        raise BookingError(
+            "not_found",
+            "room_not_found",
+            gettext_noop("There is no room %(room)s."),
+            gettext_noop("Use a room code returned by the availability search."),
+            params={"room": room_code},
+        )
+    locked = {
+        r.pk: r
+        for r in Room.objects.select_for_update().filter(pk__in={found[0], target}).order_by("pk")
+    }
+    booking = Booking.objects.select_for_update().get(code=booking_code)
+    old_room, new_room = locked[booking.room_id], locked[target]
+    if booking.status != BookingStatus.CONFIRMED:
+        raise BookingError(
+            "conflict",
+            "booking_not_confirmed",
+            gettext_noop("%(code)s is cancelled; a cancelled booking cannot be changed."),
+            gettext_noop("Book a new room instead."),
+            params={"code": booking_code},
+        )
+    start = start_at if start_at is not None else booking.start_at
+    end = end_at if end_at is not None else booking.end_at
+    people = attendees if attendees is not None else booking.attendees
+    new_title = rules.clean_title(title) if title is not None else booking.title
+    rules.check_window(start, end, now=timezone.now())
+    rules.check_attendees(people)
+    moved = new_room.pk != old_room.pk or (start, end) != (booking.start_at, booking.end_at)
+    if not moved and (people, new_title) == (booking.attendees, booking.title):
+        raise BookingError(
+            "invalid_input",
+            "nothing_to_change",
+            gettext_noop("That is %(code)s as it already is: nothing to change."),
+            gettext_noop("Change the room, the time, the people or the title."),
+            params={"code": booking_code},
+        )
+    _check_change(booking, new_room, start=start, end=end, people=people, expected=expected_version)
+    receipt = BookingChange(
+        booking=booking,
+        idempotency_key=idempotency_key,
+        changed_by=user,
+        from_room=old_room,
+        from_during=booking.during,
+        from_attendees=booking.attendees,
+        from_title=booking.title,
+        to_room=new_room,
+        to_during=DateTimeTZRange(start, end, "[)"),
+        to_attendees=people,
+        to_title=new_title,
+        run_id=run_id,
+        action_id=action_id,
+    )
+    if moved:
+        for room in {old_room.pk: old_room, new_room.pk: new_room}.values():
+            room.schedule_version += 1
+            room.save(update_fields=["schedule_version"])
+        booking.created_version = new_room.schedule_version
+        schedule_changed(
+            [(old_room.code, booking.start_at, booking.end_at), (new_room.code, start, end)]
+        )
+    booking.room, booking.during = new_room, DateTimeTZRange(start, end, "[)")
+    booking.attendees, booking.title = people, new_title
+    try:
+        with transaction.atomic():
+            booking.save(update_fields=["room", "during", "attendees", "title", "created_version"])
+    except IntegrityError as exc:  # the exclusion constraint: the backstop of _check_change
+        if getattr(exc.__cause__, "sqlstate", None) != "23P01":
+            raise
+        raise _slot_taken(new_room.code) from exc
+    receipt.save()
+    return Change(booking=booking, receipt=receipt, replayed=False)
+
+
+def _check_change(
+    booking: Booking,
+    room: Room,
+    *,
+    start: datetime,
+    end: datetime,
+    people: int,
+    expected: int | None,
+) -> None:
+    """The reservation rules for the new room and window, the booking itself left out."""
+    if not room.bookable:
+        raise BookingError(
+            "invalid_input",
+            "room_not_bookable",
+            gettext_noop("%(room)s cannot be booked."),
+            gettext_noop("Pick another room."),
+            params={"room": room.code},
+        )
+    if people > room.capacity:
+        raise BookingError(
+            "invalid_input",
+            "over_capacity",
+            gettext_noop("%(room)s holds %(capacity)d people, not %(attendees)d."),
+            gettext_noop("Pick a larger room."),
+            params={"room": room.code, "capacity": room.capacity, "attendees": people},
+        )
+    window = DateTimeTZRange(start, end, "[)")
+    others = Booking.objects.filter(room=room, during__overlap=window).exclude(pk=booking.pk)
+    if expected is not None and (
+        expected > room.schedule_version
+        or others.filter(
+            Q(created_version__gt=expected) | Q(cancelled_version__gt=expected)
+        ).exists()
+    ):
+        raise BookingError(
+            "conflict",
+            "stale_version",
+            gettext_noop(
+                "%(room)s's schedule for that time changed since it was read "
+                "(version %(expected)s, now %(version)s)."
+            ),
+            gettext_noop("Search availability again before reserving."),
+            params={"room": room.code, "expected": expected, "version": room.schedule_version},
+        )
+    if others.filter(status=BookingStatus.CONFIRMED).exists():
+        raise _slot_taken(room.code)
+
+
+def _slot_taken(room_code: str) -> BookingError:
+    return BookingError(
+        "conflict",
+        "slot_taken",
+        gettext_noop("%(room)s is already booked for part of that time."),
+        gettext_noop("Search again and pick another room or time."),
+        params={"room": room_code},
+    )
+
+
+def _change_replay(
+    first: BookingChange,
+    *,
+    booking_code: str,
+    room_code: str | None,
+    start_at: datetime | None,
+    end_at: datetime | None,
+    attendees: int | None,
+    title: str | None,
+) -> Change:
+    booking = Booking.objects.select_related("room").get(pk=first.booking_id)
+    asked = (booking_code, room_code, start_at, end_at, attendees, title)
+    done = (
+        booking.code,
+        first.to_room.code,
+        first.to_during.lower,
+        first.to_during.upper,
+        first.to_attendees,
+        first.to_title,
+    )
+    if any(a is not None and a != d for a, d in zip(asked, done, strict=True)):
+        raise BookingError(
+            "idempotency_key_reuse",
+            "idempotency_key_reuse",
+            gettext_noop("This idempotency key was already used for a different change."),
+            gettext_noop("Use a new key for a new request."),
+        )
+    return Change(booking=booking, receipt=first, replayed=True)
+
+
+def _refuse_second_room(*, user: User, start_at: datetime, end_at: datetime, key: str) -> None:
+    # A double submit of this very request (its booking carries the key, namespaced by the
+    # runtime as "<channel>:<user>:<key>") is a replay, not a second room.
+    held = [
+        b
+        for b in booking_list_overlapping(user=user, start_at=start_at, end_at=end_at, limit=5)
+        if not b.idempotency_key.endswith(f":{key}")
+    ]
+    if held:
+        raise BookingError(
+            "conflict",
+            "second_room",
+            gettext_noop("You already hold %(room)s at that time (booking %(code)s)."),
+            gettext_noop('To hold another room too, tick "Yes, I need another room too".'),
+            params={"room": held[0].room.code, "code": held[0].code},
+        )
+
+
+# A lost race in the words of the person who lost it (the tools' own words stay for models).
+_LOST_RACE = {
+    "slot_taken": gettext_noop("Someone booked %(room)s for that time a moment ago."),
+    "stale_version": gettext_noop(
+        "Someone changed %(room)s's bookings for that time a moment ago."
+    ),
+}
+
+
+def _in_plain_words(error: BookingError) -> BookingError:
+    if error.code not in _LOST_RACE or "room" not in error.params:
+        return error
+    return BookingError(
+        error.reason,
+        error.code,
+        _LOST_RACE[error.code],
+        gettext_noop("Here are the nearest free times."),
+        params={"room": error.params["room"]},
+    )
+
+
+@dataclass(frozen=True)
+class GovernedOutcome:
+    """What a person's change or cancel from a screen came to: ``done`` (the booking as it is
+    now) or ``pending`` (it waits for an approver; nothing changed yet)."""
+
+    kind: str
+    booking: Booking
+    pending: dict | None = None
+
+
+def _governed(*, user: User, tool: str, arguments: dict, key: str, code: str) -> GovernedOutcome:
+    envelope = governed_call(user=user, tool=tool, arguments=arguments, idempotency_key=key)
+    booking = Booking.objects.select_related("room").filter(code=code).first()
+    if envelope.get("pending"):
+        pending = envelope["pending"]
+        return GovernedOutcome(
+            "pending",
+            booking,
+            pending | {"deadline": datetime.fromisoformat(pending["deadline"])},
+        )
+    if not envelope.get("ok"):
+        raise _in_plain_words(BookingError.from_envelope(envelope))
+    return GovernedOutcome("done", booking)
+
+
+def booking_change_request(
+    *,
+    user: User,
+    booking_code: str,
+    idempotency_key: str,
+    room_code: str,
+    start_at: datetime,
+    end_at: datetime,
+    attendees: int,
+    title: str,
+    observed_version: int | None = None,
+) -> GovernedOutcome:
+    """Change a booking from the screens through the runtime (change_booking: the same gate,
+    policy, approvals and audit as every channel). The booking stays as it is until the change
+    is made; a move that needs an approval waits for one (``pending``)."""
+    if observed_version is None:
+        observed_version = (
+            Room.objects.filter(code=room_code).values_list("schedule_version", flat=True).first()
+        )
+    return _governed(
+        user=user,
+        tool="change_booking",
+        arguments={
+            "booking_id": booking_code,
+            "room_id": room_code,
+            "start_at": start_at.isoformat(),
+            "end_at": end_at.isoformat(),
+            "attendees": attendees,
+            "title": title,
+            "expected_version": observed_version or 0,
+        },
+        key=idempotency_key,
+        code=booking_code,
+    )
+
+
+def booking_cancel_request(
+    *, user: User, booking_code: str, idempotency_key: str
+) -> GovernedOutcome:
+    """Cancel from a screen (My bookings, the admin) through the runtime, as the API and MCP
+    do: an Action, its trace, verification and audit row. Someone else's booking (an admin's
+    cancel) waits for an approver other than the admin."""
+    return _governed(
+        user=user,
+        tool="cancel_booking",
+        arguments={"booking_id": booking_code},
+        key=idempotency_key,
+        code=booking_code,
     )

@@ -8,7 +8,7 @@ matches the refusal (400, 403, 404, 409).
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -23,11 +23,23 @@ from django.views.decorators.vary import vary_on_headers
 from accounts.http import AuthedRequest, htmx_swap
 from approvals.selectors import approval_requests_of
 from approvals.services import approval_withdraw
+from bookings import schedule
 from bookings.errors import BookingError
-from bookings.forms import BookForm, SearchForm
+from bookings.forms import BookForm, ChangeForm, DayForm, SearchForm
 from bookings.models import Booking
-from bookings.selectors import booking_list_for_user, room_search
-from bookings.services import Reservation, booking_cancel, booking_request
+from bookings.selectors import (
+    booking_get,
+    booking_list_for_user,
+    booking_list_overlapping,
+    room_get,
+    room_search,
+)
+from bookings.services import (
+    Reservation,
+    booking_cancel_request,
+    booking_change_request,
+    booking_request,
+)
 
 MINE_LIMIT = 50
 _STATUS = {"invalid_input": 400, "forbidden": 403, "not_found": 404}  # anything else: 409
@@ -38,15 +50,22 @@ _STATUS = {"invalid_input": 400, "forbidden": 403, "not_found": 404}  # anything
 @vary_on_headers("HX-Request")
 def search(request: AuthedRequest) -> HttpResponse:
     form = SearchForm(request.GET or None)
-    query, rows, error = None, [], None
+    query, rows, error, held = None, [], None, []
     if form.is_bound:
         try:
             query = form.parse()
             # A fresh idempotency key per Book button: a double submit books once.
-            rows = [(found, uuid.uuid4()) for found in room_search(**query)]
+            dept = request.user.department
+            rows = [
+                (found, uuid.uuid4(), schedule.room_approval(room=found.room, user_department=dept))
+                for found in room_search(**query, user=request.user)
+            ]
+            held = booking_list_overlapping(
+                user=request.user, start_at=query["start_at"], end_at=query["end_at"]
+            )
         except BookingError as exc:
             query, error = None, exc
-    context = {"form": form, "query": query, "rows": rows, "error": error}
+    context = {"form": form, "query": query, "rows": rows, "error": error, "held": held}
     template = "bookings/search.html#results" if htmx_swap(request) else "bookings/search.html"
     return render(request, template, context)
 
@@ -56,10 +75,13 @@ def search(request: AuthedRequest) -> HttpResponse:
 def book(request: AuthedRequest) -> HttpResponse:
     """A booking made on the screen goes through the runtime like the assistant's: the same
     gate, policy (a premium room waits for an approver), idempotency and audit."""
+    asked: dict = {}
     try:
-        outcome = booking_request(user=request.user, **BookForm(request.POST).parse())
+        asked = BookForm(request.POST).parse()
+        outcome = booking_request(user=request.user, **asked)
     except BookingError as error:
-        return _refused(request, "bookings/search.html#outcome", {"error": error})
+        context = {"error": error} | _alternatives(request, error, asked)
+        return _refused(request, "bookings/search.html#outcome", context)
     if htmx_swap(request):
         return render(request, "bookings/search.html#outcome", {outcome.kind: outcome.value})
     if isinstance(outcome.value, Reservation):
@@ -84,13 +106,23 @@ def mine(request: AuthedRequest) -> HttpResponse:
 @require_POST
 @login_required
 def cancel(request: AuthedRequest, code: str) -> HttpResponse:
+    """Through the runtime, as every channel cancels: an Action, trace, audit and verification."""
+    key = request.POST.get("idempotency_key") or uuid.uuid4().hex
     try:
-        booking = booking_cancel(user=request.user, booking_code=code)
+        done = booking_cancel_request(
+            user=request.user, booking_code=code, idempotency_key=key[:64]
+        )
     except BookingError as error:
         return _refused(request, "bookings/mine.html#row", {"code": code, "error": error})
     if htmx_swap(request):
-        return render(request, "bookings/mine.html#row", {"booking": booking})
-    messages.success(request, gettext("Cancelled %(booking)s.") % {"booking": _summary(booking)})
+        context = {"booking": done.booking, "pending": done.pending}
+        return render(request, "bookings/mine.html#row", context)
+    if done.kind == "pending":
+        messages.info(request, gettext("Cancellation requested; it waits for an approver."))
+    else:
+        messages.success(
+            request, gettext("Cancelled %(booking)s.") % {"booking": _summary(done.booking)}
+        )
     return redirect("bookings:mine")
 
 
@@ -104,6 +136,155 @@ def withdraw(request: AuthedRequest, request_id: str) -> HttpResponse:
     else:
         messages.error(request, gettext("This request can no longer be withdrawn."))
     return redirect("bookings:mine")
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def day(request: AuthedRequest) -> HttpResponse:
+    """Rooms by the hours of a day, with the person's own bookings and the others' as busy."""
+    form = DayForm(request.GET or None, floors=schedule.room_floors(user=request.user))
+    try:
+        when, filters = (
+            form.parse() if form.is_bound else (timezone.localdate(), schedule.Filters())
+        )
+        rows = schedule.schedule_day(user=request.user, day=when, filters=filters)
+        error = None
+    except BookingError as exc:
+        when, filters, rows, error = timezone.localdate(), schedule.Filters(), [], exc
+    context = _grid_context(request, form=form, day=when, rows=rows, error=error, filters=filters)
+    context |= {"mode": "day", "topic": f"day={when.isoformat()}"}
+    return render(request, _grid_template(request), context)
+
+
+@require_GET
+@login_required
+@vary_on_headers("HX-Request")
+def room_week(request: AuthedRequest, code: str) -> HttpResponse:
+    """One room's week from the chosen day."""
+    room = room_get(code=code, user=request.user)
+    if room is None:
+        error = BookingError(
+            "not_found", "room_not_found", "There is no room %(room)s.", params={"room": code}
+        )
+        return render(request, "bookings/problem.html", {"error": error}, status=404)
+    form = DayForm(request.GET or None, floors=schedule.room_floors(user=request.user))
+    try:
+        when, filters = (
+            form.parse() if form.is_bound else (timezone.localdate(), schedule.Filters())
+        )
+    except BookingError:
+        when, filters = timezone.localdate(), schedule.Filters()
+    rows = schedule.schedule_room_week(user=request.user, room=room, first=when)
+    context = _grid_context(request, form=form, day=when, rows=rows, error=None, filters=filters)
+    context |= {"mode": "week", "room": room, "topic": f"room={room.code}"}
+    return render(request, _grid_template(request), context)
+
+
+@require_GET
+@login_required
+def day_slot(request: AuthedRequest) -> HttpResponse:
+    """The booking form of a free span the person picked on the grid."""
+    try:
+        slot = schedule.slot_choice(
+            user=request.user,
+            room_code=request.GET.get("room", ""),
+            start=request.GET.get("start", ""),
+            attendees=request.GET.get("attendees", "1"),
+            equipment=request.GET.getlist("equipment"),
+        )
+    except BookingError as error:
+        return render(request, "bookings/day.html#panel", {"error": error})
+    return render(request, "bookings/day.html#panel", {"slot": slot, "key": uuid.uuid4()})
+
+
+@require_POST
+@login_required
+def day_book(request: AuthedRequest) -> HttpResponse:
+    """Book the picked span: the same governed booking as the search's Book button."""
+    asked: dict = {}
+    try:
+        asked = BookForm(request.POST).parse()
+        outcome = booking_request(user=request.user, **asked)
+    except BookingError as error:
+        context = {"error": error, "in_day": True} | _alternatives(request, error, asked)
+        return _refused(request, "bookings/day.html#outcome", context)
+    response = render(request, "bookings/day.html#outcome", {outcome.kind: outcome.value})
+    response["HX-Trigger"] = "schedule-changed"
+    return response
+
+
+@require_GET
+@login_required
+def change_form(request: AuthedRequest, code: str) -> HttpResponse:
+    try:
+        booking = booking_get(user=request.user, code=code)
+    except BookingError as error:
+        return render(request, "bookings/problem.html", {"error": error}, status=404)
+    form = ChangeForm(initial=schedule.change_initial(booking) | {"idempotency_key": uuid.uuid4()})
+    context = {"booking": booking, "form": form, "rooms": schedule.rooms_for(user=request.user)}
+    return render(request, "bookings/change.html", context)
+
+
+@require_POST
+@login_required
+def change(request: AuthedRequest, code: str) -> HttpResponse:
+    """One governed write (change_booking): the booking keeps its code and its slot until the
+    change is made or refused."""
+    asked: dict = {}
+    try:
+        asked = ChangeForm(request.POST).parse()
+        done = booking_change_request(user=request.user, booking_code=code, **asked)
+    except BookingError as error:
+        context = {"error": error, "code": code} | _alternatives(request, error, asked)
+        return _refused(request, "bookings/change.html#outcome", context)
+    if htmx_swap(request):
+        return render(request, "bookings/change.html#outcome", {"done": done})
+    if done.kind == "pending":
+        messages.info(
+            request,
+            gettext(
+                "Change requested; it waits for an approver. Your booking stays as it is until then."
+            ),
+        )
+    else:
+        messages.success(
+            request, gettext("Changed %(booking)s.") % {"booking": _summary(done.booking)}
+        )
+    return redirect("bookings:mine")
+
+
+def _grid_template(request: AuthedRequest) -> str:
+    return "bookings/day.html#grid" if htmx_swap(request) else "bookings/day.html"
+
+
+def _grid_context(request: AuthedRequest, **context: object) -> dict[str, object]:
+    day = context["day"]
+    return context | {
+        "hours": schedule.hours(day),
+        "prev_day": day - timedelta(days=1),
+        "next_day": day + timedelta(days=1),
+        "query": request.GET.urlencode(),
+    }
+
+
+def _alternatives(request: AuthedRequest, error: BookingError, asked: dict) -> dict:
+    """Free times instead of a slot someone else just took (nothing for other refusals)."""
+    if error.code not in {"slot_taken", "stale_version"} or not asked:
+        return {}
+    found = schedule.free_alternatives(
+        user=request.user,
+        room_code=asked["room_code"],
+        start_at=asked["start_at"],
+        end_at=asked["end_at"],
+        attendees=asked["attendees"],
+    )
+    return {
+        "alternatives": found,
+        "room_code": asked["room_code"],
+        "wanted_start": asked["start_at"],
+        "attendees": asked["attendees"],
+    }
 
 
 def _refused(request: AuthedRequest, partial: str, context: dict) -> HttpResponse:

@@ -18,6 +18,7 @@ from django.urls import re_path  # noqa: E402
 
 from agentops.mcp.server import mcp_mount  # noqa: E402
 from approvals.routing import websocket_urlpatterns as approval_routes  # noqa: E402
+from bookings.routing import websocket_urlpatterns as schedule_routes  # noqa: E402
 from config.security import (  # noqa: E402
     ExactOriginValidator,
     HeaderLimits,
@@ -39,7 +40,14 @@ application = HeaderLimits(
                 "http": http_app,
                 "websocket": ExactOriginValidator(
                     AuthMiddlewareStack(
-                        URLRouter([*run_routes, *approval_routes, re_path(r"", no_such_socket)])
+                        URLRouter(
+                            [
+                                *run_routes,
+                                *approval_routes,
+                                *schedule_routes,
+                                re_path(r"", no_such_socket),
+                            ]
+                        )
                     )
                 ),
             }

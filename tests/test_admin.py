@@ -149,9 +149,15 @@ def test_bookings_show_local_times(db, e17, admin_client):
     assert "14:00" in html and "15:00" in html  # Shanghai wall-clock times, not UTC (06:00)
 
 
-def test_the_cancel_action_goes_through_the_booking_service_with_an_audit_entry(
-    db, e17, admin_user, admin_client
+@pytest.mark.django_db(transaction=True)
+def test_the_cancel_action_goes_through_the_runtime_and_waits_for_another_approver(
+    e17, admin_user, approver, admin_client
 ):
+    """An admin's cancel of someone else's booking is an Action of cancel_booking with its
+    trace, HIGH by policy: it waits for an approver who is not the admin, and cancels nothing
+    until then (README, "Approvals")."""
+    from agentops.models import Action
+
     booking = _reserve(e17)
     version = Room.objects.get(code="R7").schedule_version
 
@@ -160,21 +166,38 @@ def test_the_cancel_action_goes_through_the_booking_service_with_an_audit_entry(
     )
 
     assert response.status_code == 302
+    action = Action.objects.get(tool="cancel_booking")
+    assert action.status == "waiting_approval"
+    assert action.run.subject == admin_user
+    assert action.run.events.exists()  # its trace
     booking.refresh_from_db()
-    assert booking.status == "cancelled" and booking.cancelled_by == admin_user
-    assert Room.objects.get(code="R7").schedule_version == version + 1
-    entry = AuditEntry.objects.get()
-    assert (entry.actor, entry.action, entry.target) == (
-        admin_user,
-        AuditAction.BOOKING_CANCELLED,
-        f"booking:{booking.code}",
-    )
-    # Cancelling again changes nothing and audits nothing.
+    assert booking.status == "confirmed"
+    assert Room.objects.get(code="R7").schedule_version == version
+    request = ApprovalRequest.objects.get()
+    # The admin cannot approve their own request; another approver can.
+    assert not approval_decide(
+        request_id=request.pk, approver=admin_user, approve=True, reason="mine"
+    ).ok
+    assert ApprovalRequest.objects.get().status == "pending"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_admins_cancel_of_their_own_booking_is_done_at_once_as_an_action(
+    admin_user, admin_client
+):
+    from agentops.models import Action
+
+    booking = _reserve(admin_user)
     admin_client.post(
         _admin_url(Booking, "changelist"), {"action": "cancel", "_selected_action": [booking.pk]}
     )
-    assert Room.objects.get(code="R7").schedule_version == version + 1
-    assert AuditEntry.objects.count() == 1
+    booking.refresh_from_db()
+    assert booking.status == "cancelled" and booking.cancelled_by == admin_user
+    action = Action.objects.get(tool="cancel_booking")
+    assert action.status == "succeeded"
+    # Its trace: the gate's decision and the call's outcome (a direct call records no
+    # verification event yet: see the report).
+    assert {"gate", "execution_finished"} <= set(action.run.events.values_list("kind", flat=True))
 
 
 def test_a_staff_member_who_is_not_an_admin_cannot_cancel(db, e17, admin_client):

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from datetime import datetime
 
 from django import template
+from django.utils.translation import gettext
 
 from bookings import rules
 
@@ -23,3 +25,15 @@ def iso_datetime(value: str) -> datetime | str:
         return datetime.fromisoformat(value)
     except (TypeError, ValueError):
         return value or ""
+
+
+@register.filter
+def reasons_text(reasons: Iterable[tuple[str, dict]]) -> str:
+    """Why a room waits for an approver ((msgid, params) pairs), in the reader's language."""
+    return " ".join(gettext(msgid) % params for msgid, params in reasons)
+
+
+@register.simple_tag
+def fresh_key() -> str:
+    """A new idempotency key for one rendered form: its double submit acts once."""
+    return uuid.uuid4().hex

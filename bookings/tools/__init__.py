@@ -12,6 +12,8 @@ from bookings.tools import adapters, handlers
 from bookings.tools.schemas import (
     BookingOut,
     BookingRef,
+    ChangeBookingInput,
+    ChangeBookingOutput,
     FindAvailableRoomsInput,
     FindAvailableRoomsOutput,
     ListMyBookingsInput,
@@ -116,6 +118,43 @@ TOOLS = [
         verify=adapters.cancel_verify,
         assess_risk=adapters.cancel_risk,
         summarize=adapters.cancel_summarize,
+    ),
+    ToolSpec(
+        name="change_booking",
+        description=ToolDescription(
+            summary="Change one of the signed-in employee's confirmed bookings in place: room, time, people or title.",
+            when_to_use="When the user asks to move, shorten, extend or rename a booking they name by code, "
+            "after find_available_rooms showed the new room free for the new time.",
+            differs_from="Keeps the booking's code and holds the old slot until the change is made; "
+            "reserve_room makes a new booking, cancel_booking frees one. Never cancel and re-book to move.",
+            parameters="booking_id (e.g. B204); room_id, start_at/end_at (with offset), attendees, title: "
+            "only what changes (left out: stays); expected_version: the target room's version from find_available_rooms.",
+            constraints="Side effect: moves the booking; both rooms' schedules change. A move into a premium room or "
+            "another department's room waits for an approval, and the booking stays where it was until then. "
+            "conflict means the new slot was taken or changed: search again. The host adds the idempotency key.",
+            example='{"booking_id":"B204","room_id":"R9","start_at":"2026-09-28T15:00:00+08:00",'
+            '"end_at":"2026-09-28T16:00:00+08:00","expected_version":4} -> {"booking_id":"B204","room_id":"R9",...}',
+        ),
+        input_model=ChangeBookingInput,
+        output_model=ChangeBookingOutput,
+        meta=ToolMeta(
+            readonly=False,
+            side_effect=SideEffect.MEDIUM,
+            enforced_idempotent=True,
+            estimated_latency_ms=300,
+            roles=EMPLOYEES,
+        ),
+        handler=handlers.change_booking,
+        scope=ScopeFields(
+            window=("start_at", "end_at"),
+            attendees="attendees",
+            resource="room_id",
+        ),
+        lookup_receipt=adapters.change_lookup_receipt,
+        verify=adapters.change_verify,
+        assess_risk=adapters.change_risk,
+        environment_version=adapters.change_environment_version,
+        summarize=adapters.change_summarize,
     ),
     ToolSpec(
         name="get_booking",

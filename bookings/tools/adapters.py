@@ -7,6 +7,8 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import OperationalError
+from django.utils import translation
+from django.utils.translation import gettext
 
 from accounts.models import Role
 from accounts.selectors import user_roles
@@ -22,8 +24,14 @@ from agentops.contract import (
 from bookings import selectors
 from bookings.assistant import replies
 from bookings.models import Booking, BookingStatus
-from bookings.tools.handlers import booking_out
-from bookings.tools.schemas import BookingOut, BookingRef, ReserveRoomInput
+from bookings.tools.handlers import booking_out, change_out
+from bookings.tools.schemas import (
+    BookingOut,
+    BookingRef,
+    ChangeBookingInput,
+    ChangeBookingOutput,
+    ReserveRoomInput,
+)
 
 # --- reconciliation side of the write tools ---------------------------------------------------
 
@@ -143,3 +151,84 @@ def cancel_risk(ctx: CallContext, args: BookingRef) -> Risk:
     ):
         return Risk(SideEffect.HIGH, ("cancels another employee's booking",))
     return Risk(SideEffect.MEDIUM)
+
+
+# --- change_booking ---------------------------------------------------------------------------
+
+
+def change_lookup_receipt(key: str) -> ReceiptLookup:
+    """What happened to the change made under ``key``: its BookingChange row (found), none once
+    any in-flight change of the key has ended (absent), or unknown when the lookup failed."""
+    try:
+        change = selectors.booking_lookup_change(idempotency_key=key)
+    except OperationalError as exc:
+        return ReceiptLookup(ReceiptStatus.UNKNOWN, detail=f"lookup failed: {exc}"[:200])
+    if change is None:
+        return ReceiptLookup(ReceiptStatus.ABSENT, detail="no booking was changed under this key")
+    data = change_out(change, change.booking) | {"replayed": False}
+    return ReceiptLookup(
+        ReceiptStatus.FOUND, ChangeBookingOutput.model_validate(data).model_dump(mode="json")
+    )
+
+
+def change_verify(receipt: dict[str, Any], ctx: CallContext) -> Verification:
+    """Does the booking hold what the change made of it: confirmed, same code, room and time?"""
+    change = (
+        selectors.booking_lookup_change(idempotency_key=ctx.idempotency_key)
+        if ctx.idempotency_key
+        else None
+    )
+    if change is None or change.booking.code != receipt.get("booking_id"):
+        return Verification(False, "no change of this booking under this key")
+    booking = Booking.objects.select_related("room").get(pk=change.booking_id)
+    if booking.status != BookingStatus.CONFIRMED:
+        return Verification(False, f"{booking.code} is {booking.status}")
+    if booking.room.code != receipt.get("room_id") or booking.during != change.to_during:
+        return Verification(False, f"{booking.code} is no longer where the change put it")
+    return Verification(True, f"{booking.code} now in {booking.room.code}")
+
+
+def change_environment_version(args: ChangeBookingInput) -> int | None:
+    """The target room's schedule version (the booking's own room when it stays)."""
+    code = args.room_id or selectors.booking_room_code(code=args.booking_id)
+    return selectors.room_schedule_version(code=code) if code else None
+
+
+def change_risk(ctx: CallContext, args: ChangeBookingInput) -> Risk:
+    """As reserve_room's risk for the new room and window when the schedule moves (a move into
+    a premium or another department's room, a long booking), and HIGH for an admin changing
+    another employee's booking. Someone else's booking, for anyone else, reads as not_found in
+    the handler: no risk is claimed for it (it would reveal it)."""
+    booking = (
+        Booking.objects.select_related("room")
+        .filter(code=args.booking_id)
+        .only("requester_id", "during", "room__code")
+        .first()
+    )
+    if booking is None:
+        return Risk(SideEffect.MEDIUM)
+    reasons = []
+    if booking.requester_id != ctx.user.pk:
+        if Role.ADMIN not in user_roles(user=ctx.user):
+            return Risk(SideEffect.MEDIUM)
+        reasons.append("changes another employee's booking")
+    room = args.room_id or booking.room.code
+    start = args.start_at or booking.during.lower
+    end = args.end_at or booking.during.upper
+    if (room, start, end) != (booking.room.code, booking.during.lower, booking.during.upper):
+        moved = reserve_risk(
+            ctx,
+            ReserveRoomInput.model_construct(
+                room_id=room, start_at=start, end_at=end, expected_version=args.expected_version
+            ),
+        )
+        reasons.extend(moved.reasons)
+    return Risk(SideEffect.HIGH if reasons else SideEffect.MEDIUM, tuple(reasons))
+
+
+def change_summarize(receipt: dict[str, Any], language: str) -> str:
+    with translation.override(language):
+        return gettext("Changed booking %(code)s: now %(room)s.") % {
+            "code": receipt["booking_id"],
+            "room": receipt["room_id"],
+        }

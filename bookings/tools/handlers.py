@@ -11,11 +11,13 @@ from typing import Any
 from agentops.contract import CallContext, ToolError, success
 from bookings import selectors, services
 from bookings.errors import BookingError
-from bookings.models import Booking
+from bookings.models import Booking, BookingChange
 from bookings.rules import DEFAULT_ATTENDEES
 from bookings.tools.schemas import (
     BookingOut,
     BookingRef,
+    ChangeBookingInput,
+    ChangeBookingOutput,
     FindAvailableRoomsInput,
     FindAvailableRoomsOutput,
     ListMyBookingsInput,
@@ -152,6 +154,7 @@ def reserve_room(ctx: CallContext, args: ReserveRoomInput) -> dict[str, Any]:
         idempotency_key=ctx.idempotency_key,
         run_id=ctx.run_id,
         action_id=ctx.action_id,
+        title=args.title,
     )
     data = booking_out(res.booking, res.room_code) | {"replayed": res.replayed}
     return success(ReserveRoomOutput.model_validate(data).model_dump(mode="json"))
@@ -163,6 +166,40 @@ def cancel_booking(ctx: CallContext, args: BookingRef) -> dict[str, Any]:
         user=ctx.user, booking_code=args.booking_id, idempotency_key=ctx.idempotency_key
     )
     return success(BookingOut.model_validate(booking_out(booking)).model_dump(mode="json"))
+
+
+def change_out(change: BookingChange, booking: Booking) -> dict[str, Any]:
+    return {
+        "booking_id": booking.code,
+        "room_id": change.to_room.code,
+        "start_at": change.to_during.lower,
+        "end_at": change.to_during.upper,
+        "attendees": change.to_attendees,
+        "status": booking.status,
+        "title": change.to_title,
+        "from_room_id": change.from_room.code,
+        "from_start_at": change.from_during.lower,
+        "from_end_at": change.from_during.upper,
+    }
+
+
+@_domain_errors
+def change_booking(ctx: CallContext, args: ChangeBookingInput) -> dict[str, Any]:
+    done = services.booking_change(
+        user=ctx.user,
+        booking_code=args.booking_id,
+        room_code=args.room_id,
+        start_at=args.start_at,
+        end_at=args.end_at,
+        attendees=args.attendees,
+        title=args.title,
+        expected_version=args.expected_version,
+        idempotency_key=ctx.idempotency_key,
+        run_id=ctx.run_id,
+        action_id=ctx.action_id,
+    )
+    data = change_out(done.receipt, done.booking) | {"replayed": done.replayed}
+    return success(ChangeBookingOutput.model_validate(data).model_dump(mode="json"))
 
 
 @_domain_errors

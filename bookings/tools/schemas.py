@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 from django.utils.translation import gettext_noop
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from bookings.rules import MAX_ATTENDEES
+from bookings.rules import MAX_ATTENDEES, MAX_TITLE
 
 Equipment = Literal["display", "phone", "projector", "video", "whiteboard"]
 RoomCode = Annotated[str, Field(pattern=r"^R\d{1,4}$", description="Room code, e.g. R7")]
@@ -112,6 +112,31 @@ class ReserveRoomInput(Strict):
         title=gettext_noop("Schedule version seen"),
         description="The room's version from find_available_rooms",
     )
+    title: str = Field(
+        default="",
+        max_length=MAX_TITLE,
+        title=gettext_noop("Meeting title"),
+        description="Optional meeting title the person gave (shown to them and approvers)",
+    )
+
+
+class ChangeBookingInput(Strict):
+    booking_id: Annotated[BookingCode, Field(title=gettext_noop("Booking"))]
+    room_id: Annotated[RoomCode | None, Field(title=gettext_noop("New room"))] = None
+    start_at: AwareDatetime | None = Field(default=None, title=gettext_noop("New start"))
+    end_at: AwareDatetime | None = Field(default=None, title=gettext_noop("New end"))
+    attendees: int | None = Field(
+        default=None, ge=1, le=MAX_ATTENDEES, title=gettext_noop("New number of people")
+    )
+    title: str | None = Field(
+        default=None, max_length=MAX_TITLE, title=gettext_noop("New meeting title")
+    )
+    expected_version: int = Field(
+        ge=0,
+        le=2**31 - 1,
+        title=gettext_noop("Schedule version seen"),
+        description="The target room's version from find_available_rooms",
+    )
 
 
 class BookingOut(Strict):
@@ -142,3 +167,11 @@ class ListMyBookingsOutput(Strict):
     bookings: list[BookingOut]
     next_cursor: str | None
     has_more: bool
+
+
+class ChangeBookingOutput(BookingOut):
+    title: str
+    from_room_id: str
+    from_start_at: datetime
+    from_end_at: datetime
+    replayed: bool = Field(description="True when this key had already made this change")

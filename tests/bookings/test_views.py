@@ -187,7 +187,10 @@ def test_htmx_search_returns_only_the_results_partial(as_e17):
     assert len(set(keys)) == 5
     assert all(uuid.UUID(k).version == 4 for k in keys)
     assert "needs approval" in html.split('data-room="R16"')[1]
-    assert "needs approval" not in html.split('data-room="R16"')[0]
+    # e17 is in Engineering: R15 and R16 are Sales rooms, R16 also premium; both say so.
+    assert "needs approval" not in html.split('data-room="R15"')[0]
+    assert "R15 belongs to Sales" in html.split('data-room="R15"')[1]
+    assert "premium" in html.split('data-room="R16"')[1]
 
 
 def test_search_hides_rooms_taken_in_that_window(as_e17, e23):
@@ -301,8 +304,11 @@ def test_booking_a_taken_slot_is_an_inline_conflict_and_writes_nothing(as_e17, e
     response = as_e17.post(BOOK, book_data(window=slot(days=1, hour=14, minute=30)), **HTMX)
     assert response.status_code == 200
     assert 'data-error-code="slot_taken"' in response.text
-    assert "R7 is already booked for part of that time." in response.text
-    assert "Search again and pick another room or time." in response.text
+    # A lost race in plain words, with free alternatives (the same room later, other rooms).
+    assert "Someone booked R7 for that time a moment ago." in response.text
+    assert "Here are the nearest free times." in response.text
+    assert "data-alternatives" in response.text and "R3" in response.text
+    assert "version" not in response.text
     assert snapshot() == before
 
 
@@ -312,7 +318,7 @@ def test_booking_a_taken_slot_without_htmx_is_409_and_writes_nothing(as_e17, e23
     response = as_e17.post(BOOK, book_data(window=slot(days=1, hour=14)))
     assert response.status_code == 409
     assert "<html" in response.text
-    assert "R7 is already booked for part of that time." in response.text
+    assert "Someone booked R7 for that time a moment ago." in response.text
     assert snapshot() == before
 
 

@@ -225,10 +225,10 @@ def test_the_rendered_description_carries_all_six_parts_in_order(spec):
         assert label in text
 
 
-def test_write_tools_are_the_reserve_and_cancel_tools_and_declare_reconciliation():
+def test_write_tools_are_the_reserve_change_and_cancel_tools_and_declare_reconciliation():
     writes = {s.name: s for s in registry.all_tools() if not s.meta.readonly}
 
-    assert set(writes) == {"reserve_room", "cancel_booking"}
+    assert set(writes) == {"reserve_room", "change_booking", "cancel_booking"}
     for spec in writes.values():
         assert callable(spec.lookup_receipt)
         assert callable(spec.verify)

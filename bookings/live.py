@@ -1,0 +1,109 @@
+"""The day view updates live: every committed schedule write pokes the groups of the days and
+rooms it touched, and an open day view (or room week) re-reads its grid when poked. The database
+stays the record: a lost poke costs freshness, never a booking."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from collections.abc import Iterable
+from datetime import date, datetime, timedelta
+from typing import Any
+from urllib.parse import parse_qs
+
+from asgiref.sync import async_to_sync
+from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.layers import get_channel_layer
+from django.db import transaction
+from django.utils import timezone
+
+NOT_SIGNED_IN = 4401
+BAD_TOPIC = 4400
+_ROOM = re.compile(r"^R\d{1,4}$")
+# What the socket sends: an element the page already has, swapped out of band; the grid
+# re-reads itself on the ws extension's htmx:wsAfterMessage (the message carries no schedule).
+CHANGED = '<span id="schedule-changed" hx-swap-oob="true" hidden></span>'
+
+
+def day_group(day: date) -> str:
+    return f"schedule.day.{day.isoformat()}"
+
+
+def room_group(code: str) -> str:
+    return f"schedule.room.{code}"
+
+
+def _days(start: datetime, end: datetime) -> list[date]:
+    first = timezone.localtime(start).date()
+    last = timezone.localtime(end - timedelta(microseconds=1)).date()
+    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def schedule_changed(changes: Iterable[tuple[str, datetime, datetime]]) -> None:
+    """After the caller's commit, poke the day and room groups of each (room, start, end)."""
+    groups = set()
+    for code, start, end in changes:
+        groups.add(room_group(code))
+        groups.update(day_group(d) for d in _days(start, end))
+
+    def send() -> None:
+        layer = get_channel_layer()
+        if layer is None:
+            return
+        for group in sorted(groups):
+            async_to_sync(layer.group_send)(group, {"type": "schedule.changed"})
+
+    def after_commit() -> None:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # a plain thread (a worker, a sync view): send from here
+            send()
+            return
+        # A thread that runs an event loop (an async caller) cannot block on one: send aside.
+        threading.Thread(target=send, name="schedule-poke", daemon=True).start()
+
+    transaction.on_commit(after_commit, robust=True)
+
+
+class ScheduleConsumer(AsyncWebsocketConsumer):
+    """``/ws/schedule/?day=YYYY-MM-DD`` or ``?room=R3``: one-way pokes for signed-in people.
+    A poke says only "look again"; what the page then shows is what the person may see."""
+
+    groups_joined: list[str]
+
+    async def connect(self) -> None:
+        self.groups_joined = []
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=NOT_SIGNED_IN)
+            return
+        group = _topic(self.scope.get("query_string", b"").decode("ascii", "replace"))
+        if group is None:
+            await self.close(code=BAD_TOPIC)
+            return
+        self.groups_joined = [group]
+        await self.channel_layer.group_add(group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        for group in self.groups_joined:
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def receive(self, text_data: Any = None, bytes_data: Any = None) -> None:
+        """One-way: nothing a client sends decides anything."""
+
+    async def schedule_changed(self, message: dict[str, Any]) -> None:
+        await self.send(text_data=CHANGED)
+
+
+def _topic(query: str) -> str | None:
+    params = parse_qs(query, max_num_fields=4)
+    if "day" in params:
+        try:
+            return day_group(date.fromisoformat(params["day"][0][:10]))
+        except ValueError:
+            return None
+    if "room" in params and _ROOM.match(params["room"][0]):
+        return room_group(params["room"][0])
+    return None
