@@ -15,7 +15,7 @@ LOCALES ?= zh_Hans
 # makemessages only reads settings; these addresses are never dialled.
 NO_SERVERS := DATABASE_URL=$${DATABASE_URL:-postgres://localhost/unused} REDIS_URL=$${REDIS_URL:-redis://localhost/0}
 
-.PHONY: run test test-integration services stop lint bench bench-contention bench-runtime bench-cpu bench-load bench-chaos bench-profile bench-trace venv clean compilemessages messages
+.PHONY: run test test-integration services stop lint soak bench bench-contention bench-runtime bench-cpu bench-load bench-chaos bench-profile bench-trace venv clean compilemessages messages
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12+ is required (Django 6)."; exit 1; }
@@ -83,6 +83,13 @@ bench-load: venv
 
 bench-chaos: venv
 	$(PY) -m config.devservers exec --var var/bench-chaos --fresh --fast -- $(PY) bench/chaos.py
+
+# Not part of CI: at least 1,000 seeded chaos trials over every fault the suite knows, with two
+# more processes keeping the CPU busy; prints the invariants (all must be 0) as JSON.
+SOAK_TRIALS ?= 1000
+SOAK_LOAD ?= 2
+soak: venv
+	$(PY) -m config.devservers exec --var var/soak --fresh --fast -- $(PY) bench/chaos.py --total-trials $(SOAK_TRIALS) --load $(SOAK_LOAD)
 
 bench-profile: venv
 	$(PY) -m config.devservers exec --var var/bench-profile --fresh --fast -- $(PY) bench/profile_run.py

@@ -4,7 +4,13 @@ twice, two sweepers, approvals expiring while queued, two web + two worker proce
 CHAOS_TRIALS trials each (default here 3), and sums what their invariant checks counted.
 
     make bench-chaos
+    make soak          # at least 1,000 trials over every chaos test, the machine loaded
     DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/chaos.py [--trials 3] [--seed N]
+        [--total-trials 1000] [--load 2]
+
+``--total-trials N`` spreads at least N trials over the chaos tests (each gets the same number);
+``--load K`` keeps K other processes busy on the CPU for the whole run (a loaded machine, as
+CI's may be), started before the first test and stopped after the last.
 
 Prints one JSON object: trials run, runs, and every violation count (duplicates, lost
 bookings, runs left hanging, overlaps, receipts, trace gaps), which must all be 0; per test its
@@ -30,7 +36,35 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=int(os.environ.get("CHAOS_TRIALS", "3")))
     parser.add_argument("--seed", default=os.environ.get("CHAOS_SEED", ""))
+    parser.add_argument("--total-trials", type=int, default=0)
+    parser.add_argument("--load", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.total_trials:
+        args.trials = max(args.trials, -(-args.total_trials // _chaos_tests()))
+    burners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)
+    ]
+    try:
+        return _run(args)
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+
+
+def _chaos_tests() -> int:
+    """How many tests are marked chaos (each runs --trials trials)."""
+    listed = subprocess.run(
+        [sys.executable, "-m", "pytest", "-m", "chaos", "tests/chaos", "-q", "--collect-only"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return max(1, sum(1 for line in listed.stdout.splitlines() if "::" in line))
+
+
+def _run(args: argparse.Namespace) -> int:
 
     with tempfile.TemporaryDirectory(prefix="chaos-") as tmp:
         figures_path = Path(tmp) / "figures.json"
@@ -70,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         **totals,
         "violations": sum(totals[k] for k in VIOLATIONS),
         "trials_per_test": args.trials,
+        "load_processes": args.load,
         "per_test": per_test,
     }
     print(json.dumps(report, indent=2, sort_keys=False))

@@ -231,6 +231,28 @@ class BookingPage:
     has_more: bool
 
 
+def room_cursor_encode(capacity: int, code: str) -> str:
+    """A search page's next_cursor: the last room listed, in the search's order."""
+    raw = json.dumps({"after": [capacity, code]}).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def room_cursor_decode(cursor: str) -> tuple[int, str]:
+    try:
+        padded = cursor + "=" * (-len(cursor) % 4)
+        capacity, code = json.loads(base64.urlsafe_b64decode(padded.encode()))["after"]
+        if not isinstance(capacity, int) or not isinstance(code, str):
+            raise TypeError(cursor)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BookingError(
+            "invalid_input",
+            "bad_cursor",
+            "The cursor is not one this service issued.",
+            "Pass next_cursor from the previous page unchanged.",
+        ) from exc
+    return capacity, code
+
+
 def _encode_cursor(booking_id: int) -> str:
     return (
         base64.urlsafe_b64encode(json.dumps({"before": booking_id}).encode()).decode().rstrip("=")

@@ -266,7 +266,18 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 # Redis redelivers an unacknowledged message after this; it must outlast the longest task.
 CELERY_VISIBILITY_TIMEOUT = int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", "300"))
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT}
+# A broker that restarts (with or without its data) must not leave a worker attached to a dead
+# socket: idle connections are pinged every few seconds and reopened, reads and connects time
+# out, and the worker retries the broker for ever instead of giving up after 100 tries.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": CELERY_VISIBILITY_TIMEOUT,
+    "health_check_interval": 5,
+    "socket_keepalive": True,
+    "socket_connect_timeout": 5,
+    "socket_timeout": 10,
+    "retry_on_timeout": True,
+}
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_TASK_DEFAULT_QUEUE = os.environ.get("CELERY_QUEUE", "agentops")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

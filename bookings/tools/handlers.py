@@ -27,7 +27,6 @@ from bookings.tools.schemas import (
 )
 
 NOTES_MAX = 80
-MAX_CANDIDATES = 10
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -77,6 +76,10 @@ def find_available_rooms(ctx: CallContext, args: FindAvailableRoomsInput) -> dic
         user=ctx.user,
     )
     observed_at = found[0].observed_at if found else datetime.now().astimezone()
+    after = selectors.room_cursor_decode(args.cursor) if args.cursor else None
+    if after is not None:  # the order is (capacity, code): the page starts after that room
+        found = [a for a in found if (a.room.capacity, a.room.code) > after]
+    page, more = found[: args.limit], len(found) > args.limit
     rooms = [
         {
             "room_id": a.room.code,
@@ -89,12 +92,18 @@ def find_available_rooms(ctx: CallContext, args: FindAvailableRoomsInput) -> dic
             "version": a.version,
             "notes_quote": _quote(a.room.notes),
         }
-        for a in found[:MAX_CANDIDATES]
+        for a in page
     ]
     data = {
         "rooms": rooms,
         "observed_at": observed_at,
-        "truncated": len(found) > MAX_CANDIDATES,
+        "truncated": more,
+        "has_more": more,
+        "next_cursor": (
+            selectors.room_cursor_encode(page[-1].room.capacity, page[-1].room.code)
+            if more
+            else None
+        ),
         "named_room": _named_room(ctx, args, args.room_id) if args.room_id else None,
         "largest_capacity": None if found else selectors.room_largest_capacity(user=ctx.user),
         "own_bookings": [

@@ -38,6 +38,12 @@ class FindAvailableRoomsInput(Strict):
         description="A room the person named: rooms still lists every free room that fits, "
         "and named_room says whether this one exists, is bookable, fits and is free",
     )
+    limit: int = Field(default=10, ge=1, le=50, description="Rooms per page (default 10)")
+    cursor: str | None = Field(
+        default=None,
+        max_length=200,
+        description="next_cursor of the previous page, unchanged (each page is a fresh read)",
+    )
 
 
 class RoomCandidate(Strict):
@@ -73,7 +79,11 @@ class OwnBooking(Strict):
 class FindAvailableRoomsOutput(Strict):
     rooms: list[RoomCandidate]
     observed_at: datetime
-    truncated: bool
+    truncated: bool = Field(description="More rooms fit than this page lists (has_more)")
+    has_more: bool = False
+    next_cursor: str | None = Field(
+        default=None, description="Pass as cursor for the next page; null on the last"
+    )
     named_room: NamedRoom | None = Field(
         default=None, description="The room passed as room_id, as the database has it"
     )

@@ -48,7 +48,7 @@ def test_a_tool_call_is_refused_for_now_not_failed(redis_down, e17):
         content_type="application/json",
         HTTP_AUTHORIZATION=f"Bearer {token_issue(user=e17)}",
     )
-    assert response.status_code == 200
+    assert (response.status_code, response["Retry-After"]) == (503, "1")  # "not now", as HTTP says
     body = response.json()
     assert (body["ok"], body["signal"], body["code"]) == (
         False,
