@@ -337,3 +337,26 @@ def approvals_expire_due(*, now: datetime | None = None) -> int:
                 _close(request, RequestStatus.EXPIRED, None)
                 expired += 1
     return expired
+
+
+# What a rendered intent keeps past its run's retention: what kind of thing was asked and by
+# whom, not the person's words or the call's values (the binding keeps their digest).
+_INTENT_KEPT = ("tool", "labels", "subject", "department")
+
+
+def approval_intents_expire(*, run_refs: list[str]) -> int:
+    """Blank the rendered intents of these runs' approval requests (retention): the request
+    text and the call's parameters go; the signed binding, the decision and its audit stay.
+    Idempotent. Returns how many requests changed."""
+    changed = 0
+    # has_key, not intent__expired=True: a JSON key that is absent compares as NULL, and NOT
+    # NULL would exclude every intent that was never expired.
+    for request in ApprovalRequest.objects.filter(run_ref__in=run_refs).exclude(
+        intent__has_key="expired"
+    ):
+        request.intent = {k: request.intent[k] for k in _INTENT_KEPT if k in request.intent} | {
+            "expired": True
+        }
+        request.save(update_fields=["intent"])
+        changed += 1
+    return changed

@@ -63,14 +63,43 @@ def _wait_for_release(run_id: str) -> None:
         time.sleep(0.02)
 
 
+def inflight_key(idempotency_key: str) -> str:
+    return f"agentops:inflight:{idempotency_key}"
+
+
+class _Abandoned:
+    """A write whose caller stopped waiting (its timeout) while its thread still runs: the key
+    is marked in flight until the thread ends, so a reconciler asking "what happened under this
+    key?" is told to wait rather than that nothing was written (the thread may yet commit). The
+    lock orders the caller's mark and the thread's end, so no mark outlives its thread."""
+
+    def __init__(self, key: str | None) -> None:
+        self.key, self.lock = key, threading.Lock()
+        self.gone = threading.Event()  # the caller stopped waiting
+        self.done = False
+
+    def caller_leaves(self, ttl_s: int) -> None:
+        with self.lock:
+            self.gone.set()
+            if self.key and not self.done:
+                get_redis().set(inflight_key(self.key), "1", ex=ttl_s)
+
+    def thread_ends(self) -> None:
+        with self.lock:
+            self.done = True
+            if self.key and self.gone.is_set():
+                get_redis().delete(inflight_key(self.key))
+
+
 def _call(
     spec: ToolSpec,
     ctx: CallContext,
     args: BaseModel,
     faults: list[dict[str, Any]],
-    caller_gone: threading.Event,
+    abandoned: _Abandoned,
 ) -> dict[str, Any]:
     kinds = {f["kind"]: f for f in faults}
+    caller_gone = abandoned.gone
     try:
         if "db_error" in kinds:
             raise TransientDatabaseError("injected transient database error")
@@ -95,6 +124,7 @@ def _call(
         # one goes back to the pool (a persistent one, CONN_MAX_AGE > 0, stays with the thread).
         if connection.connection is not None:
             close_old_connections()
+        abandoned.thread_ends()
 
 
 def invoke(
@@ -115,12 +145,14 @@ def invoke(
 def _invoke(
     spec: ToolSpec, ctx: CallContext, args: BaseModel, *, faults: list[dict[str, Any]]
 ) -> tuple[dict[str, Any], Signal]:
-    caller_gone = threading.Event()
-    future = _POOL.submit(_call, spec, ctx, args, faults, caller_gone)
+    abandoned = _Abandoned(None if spec.meta.readonly else ctx.idempotency_key)
+    future = _POOL.submit(_call, spec, ctx, args, faults, abandoned)
     try:
         envelope = future.result(timeout=spec.meta.timeout_s)
     except FutureTimeout:
-        caller_gone.set()
+        # The mark lasts as long as a thread may hang (FAULT_PAUSE_LIMIT_S bounds the injected
+        # ones), never for ever: past it the reconciler asks the tool as usual.
+        abandoned.caller_leaves(ttl_s=max(60, int(FAULT_PAUSE_LIMIT_S) * 2))
         if spec.meta.readonly:
             return failure(
                 Reason.TIMEOUT,

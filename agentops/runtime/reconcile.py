@@ -34,8 +34,10 @@ from agentops.models import (
 )
 from agentops.runtime import registry
 from agentops.runtime.idempotency import idempotency_complete, idempotency_release
+from agentops.runtime.invoke import inflight_key
 from agentops.runtime.locks import lock_action
 from agentops.runtime.queue import enqueue_action, enqueue_reconcile_resume
+from agentops.runtime.redis_client import get_redis
 from agentops.runtime.runs import action_settled
 from agentops.runtime.saga import saga_retry
 from agentops.runtime.timing import MAX_RECONCILE_RETRIES, OPERATOR_DECISION_WINDOW
@@ -52,6 +54,10 @@ def receipt_lookup(action: Action) -> ReceiptLookup:
     spec = registry.get(action.tool)
     if spec is None or spec.lookup_receipt is None or not action.idempotency_key:
         return ReceiptLookup(ReceiptStatus.UNKNOWN, detail="no receipt lookup for this call")
+    if get_redis().exists(inflight_key(action.idempotency_key)):
+        # The call timed out but its thread still runs: "absent" now could be "written" in a
+        # moment. Ask again once it has ended.
+        return ReceiptLookup(ReceiptStatus.UNKNOWN, detail=STILL_RUNNING)
     try:
         return spec.lookup_receipt(action.idempotency_key)
     except Exception:
@@ -63,6 +69,7 @@ def receipt_lookup(action: Action) -> ReceiptLookup:
 # the action stays unknown and the sweeper asks again; only after more failures than this
 # does a human take over (as for a lookup that answers "unknown").
 LOOKUP_FAILED = "the receipt lookup failed"
+STILL_RUNNING = "the timed-out call is still running"
 MAX_LOOKUP_FAILURES = 3
 
 
@@ -121,6 +128,8 @@ def action_reconcile(action_id: Any) -> None:
             action_settled(run, action)
         elif lookup.detail == LOOKUP_FAILED and _failed_lookups(action) <= MAX_LOOKUP_FAILURES:
             return  # asked again at the next sweep
+        elif lookup.detail == STILL_RUNNING:
+            return  # asked again at the next sweep, once the call's thread has ended
         elif (
             lookup.status == ReceiptStatus.ABSENT
             and run.status == RunStatus.COMPENSATING

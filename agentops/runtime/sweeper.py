@@ -33,6 +33,7 @@ from agentops.runtime.runs import action_approval_settled, advance
 from agentops.runtime.saga import saga_resume
 from agentops.runtime.timing import ABANDONED_CLAIM_AFTER, stale_after
 from agentops.runtime.trace import trace_append
+from approvals import services as approvals
 from approvals.models import RequestStatus
 from approvals.selectors import approval_request_latest
 from approvals.services import approvals_expire_due
@@ -198,9 +199,12 @@ def _settle_abandoned_claims(now: datetime) -> int:
     return settled
 
 
-# Personal data in a finished run's record: the request text and the trace payloads (arguments,
-# results, replies). Past the retention they are blanked; the run, its actions (tool, status,
-# key, timings) and the event sequence stay, so the log still says who did what and when.
+# Personal data in a finished run's record, in every copy the product keeps: the request text,
+# the earlier turns it was read with, the reply, the trace payloads, its actions' parameters and
+# results, and its approval requests' rendered intents. Past the retention they are blanked; the
+# run, its actions (tool, status, key, the parameters' digest, timings), the event sequence and
+# the approvals' signed bindings (which hold only digests) stay, so the log still says who did
+# what and when, and what was approved can still be matched by its digest.
 EXPIRED_GOAL = "[expired]"
 EXPIRED_PAYLOAD = {"expired": True}
 RETENTION_BATCH = 500
@@ -211,7 +215,7 @@ def trace_payloads_expire(*, now: datetime | None = None, max_batches: int = 100
     ``settings.TRACE_PAYLOAD_RETENTION_DAYS`` ago (0 keeps them forever). Idempotent; a batch
     of runs per transaction."""
     days = settings.TRACE_PAYLOAD_RETENTION_DAYS
-    counts = {"runs": 0, "events": 0}
+    counts = {"runs": 0, "events": 0, "actions": 0, "approvals": 0}
     if days <= 0:
         return counts
     cutoff = (now or timezone.now()) - timedelta(days=days)
@@ -227,7 +231,13 @@ def trace_payloads_expire(*, now: datetime | None = None, max_batches: int = 100
             counts["events"] += TraceEvent.objects.filter(run_id__in=batch).update(
                 payload=EXPIRED_PAYLOAD
             )
+            counts["actions"] += Action.objects.filter(run_id__in=batch).update(
+                params=EXPIRED_PAYLOAD, result=EXPIRED_PAYLOAD
+            )
+            counts["approvals"] += approvals.approval_intents_expire(
+                run_refs=[str(pk) for pk in batch]
+            )
             counts["runs"] += AgentRun.objects.filter(pk__in=batch).update(
-                goal=EXPIRED_GOAL, conversation=[]
+                goal=EXPIRED_GOAL, conversation=[], reply=""
             )
     return counts
