@@ -37,7 +37,9 @@ class SafeActions(admin.ModelAdmin):
     """An action POST whose ``_selected_action`` holds what is not a primary key is a tampered
     form: a 400, where Django's filter raised ValueError (a 500)."""
 
-    def response_action(self, request: HttpRequest, queryset: QuerySet, *args, **kwargs) -> Any:
+    def response_action(
+        self, request: HttpRequest, queryset: QuerySet, *args: Any, **kwargs: Any
+    ) -> Any:
         pk = self.model._meta.pk
         try:
             for value in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
@@ -144,7 +146,7 @@ class EmployeeAdmin(AuditedAdmin[User], UserAdmin):
         """Lift the sign-in lock of each selected person, each with its audit entry."""
         users = list(queryset)
         for user in users:
-            login_unlock_by(actor=request.user, user=user)
+            login_unlock_by(actor=admin_user(request), user=user)
         self.message_user(
             request,
             ngettext(
@@ -224,4 +226,5 @@ def _throttled_admin_login(request: HttpRequest, extra_context: dict | None = No
     return throttled_status(_admin_login(request, extra_context))
 
 
-admin.site.login = _throttled_admin_login
+# Shadowing the bound method on the one site instance, on purpose (no AdminSite subclass).
+admin.site.login = _throttled_admin_login  # type: ignore[method-assign]

@@ -4,7 +4,7 @@ process's few hashing slots."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
@@ -17,19 +17,25 @@ from accounts.services import login_lockout_record
 
 BUSY_RETRY_AFTER_S = 5
 
+# The mixin is only ever mixed into an AuthenticationForm; mypy checks it as one.
+if TYPE_CHECKING:
+    _LoginFormBase = AuthenticationForm
+else:
+    _LoginFormBase = object
 
-class ThrottledLogin:
+
+class ThrottledLogin(_LoginFormBase):
     """Mixed into an AuthenticationForm. After ``is_valid()`` is False, ``retry_after_s`` and
     ``status`` say whether the refusal was a throttle (429: locked; 503: busy or Redis down)."""
 
     retry_after_s: int = 0
     status: int = 200
 
-    def _refuse(self, status: int, retry_after_s: int, message: str, code: str) -> None:
+    def _refuse(self, status: int, retry_after_s: int, message: str, code: str) -> NoReturn:
         self.status, self.retry_after_s = status, max(1, retry_after_s)
         raise ValidationError(message, code=code)
 
-    def _locked(self, lock: throttle.Lock) -> None:
+    def _locked(self, lock: throttle.Lock) -> NoReturn:
         minutes = -(-lock.retry_after_s // 60)
         self._refuse(
             429,
@@ -43,7 +49,7 @@ class ThrottledLogin:
             "locked",
         )
 
-    def _busy(self) -> None:
+    def _busy(self) -> NoReturn:
         self._refuse(
             503,
             BUSY_RETRY_AFTER_S,
@@ -54,7 +60,7 @@ class ThrottledLogin:
     def clean(self) -> dict[str, Any]:
         username = self.cleaned_data.get("username") or ""
         if not username or not self.cleaned_data.get("password"):
-            return super().clean()  # type: ignore[misc]  (a required field's error; no hash)
+            return super().clean()  # a required field's error; no hash
         address = self.request.META.get("REMOTE_ADDR", "") if self.request else ""
         try:
             lock = throttle.login_locked(username=username, address=address)
@@ -66,7 +72,7 @@ class ThrottledLogin:
         if not slot.acquire(timeout=settings.LOGIN_HASH_WAIT_SECONDS):
             self._busy()
         try:
-            cleaned = super().clean()  # type: ignore[misc]
+            cleaned = super().clean()
         except ValidationError as error:
             slot.release()
             if error.code in ("invalid_login", "inactive"):

@@ -93,29 +93,28 @@ def login_failed(*, username: str, address: str) -> Failure:
         client = _redis()
         for scope, subject, limit in _subjects(username, address):
             failures_key, lock_key, strikes_key = _keys(scope, subject)
-            failures, _ = (
-                client.pipeline(transaction=False)
-                .incr(failures_key)
-                .expire(failures_key, window)
-                .execute()
-            )
+            # One statement per command, not chained: redis-py types a pipeline's commands
+            # as the client's (they return the pipeline only at run time).
+            pipe = client.pipeline(transaction=False)
+            pipe.incr(failures_key)
+            pipe.expire(failures_key, window)
+            failures, _ = pipe.execute()
             if scope == "account":
                 account_failures = failures
             if failures < limit:
                 continue
-            strikes, _ = (
-                client.pipeline(transaction=False)
-                .incr(strikes_key)
-                .expire(strikes_key, STRIKES_TTL_S)
-                .execute()
-            )
+            pipe = client.pipeline(transaction=False)
+            pipe.incr(strikes_key)
+            pipe.expire(strikes_key, STRIKES_TTL_S)
+            strikes, _ = pipe.execute()
             seconds = min(
                 settings.LOGIN_LOCKOUT_SECONDS * 2 ** (strikes - 1),
                 settings.LOGIN_LOCKOUT_MAX_SECONDS,
             )
-            client.pipeline(transaction=True).set(lock_key, scope, ex=seconds).delete(
-                failures_key
-            ).execute()
+            pipe = client.pipeline(transaction=True)
+            pipe.set(lock_key, scope, ex=seconds)
+            pipe.delete(failures_key)
+            pipe.execute()
             if locked is None or seconds > locked.retry_after_s:
                 locked = Lock(scope=scope, retry_after_s=seconds)
     except RedisError as exc:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView
 from django.http import HttpResponse
 
@@ -21,5 +22,5 @@ def throttled_status(response: HttpResponse) -> HttpResponse:
 class ThrottledLoginView(LoginView):
     form_class = ThrottledAuthenticationForm
 
-    def form_invalid(self, form):
+    def form_invalid(self, form: AuthenticationForm) -> HttpResponse:
         return throttled_status(super().form_invalid(form))

@@ -145,7 +145,9 @@ class BookingAdmin(ReadOnlyAdmin):
         leaves an Action, its trace, verification and the audit log's row. An admin's cancel of
         another employee's booking is HIGH and waits for an approver other than the admin
         (README, "Approvals"); one refusal does not undo the others."""
-        done, waiting, skipped = [], [], []
+        done: list[str] = []
+        waiting: list[str] = []
+        skipped: list[str] = []
         for code, status in queryset.values_list("code", "status"):
             if status == BookingStatus.CANCELLED:
                 skipped.append(code)

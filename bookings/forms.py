@@ -4,7 +4,7 @@ services; these forms only turn request data into typed arguments for them."""
 from __future__ import annotations
 
 from datetime import date, datetime, time, timedelta
-from typing import Any
+from typing import Any, cast
 from zoneinfo import ZoneInfo
 
 from django import forms
@@ -16,6 +16,9 @@ from accounts.models import Department
 from bookings.errors import BookingError
 from bookings.rules import EQUIPMENT_LABELS, KNOWN_EQUIPMENT, MAX_TITLE
 from bookings.schedule import Filters
+
+# The forms' own field named ``date`` hides the class in their bodies: this names it there.
+_Day = date
 
 EQUIPMENT_CHOICES = [(name, EQUIPMENT_LABELS[name]) for name in KNOWN_EQUIPMENT]
 
@@ -155,11 +158,11 @@ class DayForm(forms.Form):
 
     def __init__(self, *args: Any, floors: list[int], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["floor"].choices = [("", gettext_lazy("Any floor"))] + [
-            (f, str(f)) for f in floors
-        ]
+        # cast: "floor" is the TypedChoiceField declared above (fields are deep copies of them).
+        floor = cast(forms.TypedChoiceField, self.fields["floor"])
+        floor.choices = [("", gettext_lazy("Any floor"))] + [(f, str(f)) for f in floors]
 
-    def parse(self) -> tuple[date, Filters]:
+    def parse(self) -> tuple[_Day, Filters]:
         """The day and the filters; invalid input raises BookingError."""
         if not self.is_valid():
             raise form_error(self, gettext_noop("Correct the filters and try again."))

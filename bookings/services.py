@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.db import IntegrityError, connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
@@ -735,7 +735,10 @@ class GovernedOutcome:
 
 def _governed(*, user: User, tool: str, arguments: dict, key: str, code: str) -> GovernedOutcome:
     envelope = governed_call(user=user, tool=tool, arguments=arguments, idempotency_key=key)
-    booking = Booking.objects.select_related("room").filter(code=code).first()
+    # cast: both outcomes returned below found the booking by this code (pending: only a HIGH
+    # risk waits, and cancel_risk/change_risk claim HIGH only for a booking they found; done:
+    # the tool changed it), and a booking is never deleted (cancelling is a status).
+    booking = cast(Booking, Booking.objects.select_related("room").filter(code=code).first())
     if envelope.get("pending"):
         pending = envelope["pending"]
         return GovernedOutcome(

@@ -8,7 +8,7 @@ matches the refusal (400, 403, 404, 409).
 from __future__ import annotations
 
 import uuid
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -258,9 +258,9 @@ def _grid_template(request: AuthedRequest) -> str:
     return "bookings/day.html#grid" if htmx_swap(request) else "bookings/day.html"
 
 
-def _grid_context(request: AuthedRequest, **context: object) -> dict[str, object]:
-    day = context["day"]
+def _grid_context(request: AuthedRequest, *, day: date, **context: object) -> dict[str, object]:
     return context | {
+        "day": day,
         "hours": schedule.hours(day),
         "prev_day": day - timedelta(days=1),
         "next_day": day + timedelta(days=1),

@@ -45,7 +45,9 @@ application = HeaderLimits(
                                 *run_routes,
                                 *approval_routes,
                                 *schedule_routes,
-                                re_path(r"", no_such_socket),
+                                # Channels routes ASGI apps with Django's re_path; its
+                                # stubs type only Django views there.
+                                re_path(r"", no_such_socket),  # type: ignore[arg-type]
                             ]
                         )
                     )

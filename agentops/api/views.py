@@ -119,7 +119,9 @@ def tool_call(request: AuthedRequest, name: str) -> JsonResponse:
     if bad:
         return bad
     envelope = tool_call_governed(user=request.user, name=name, arguments=body, idempotency_key=key)
-    status = _REFUSAL_STATUS.get(envelope.get("code"), 202 if envelope.get("pending") else 200)
+    status = _REFUSAL_STATUS.get(
+        envelope.get("code") or "", 202 if envelope.get("pending") else 200
+    )
     response = JsonResponse(envelope, status=status)
     if status in _REFUSAL_STATUS.values():
         response["Retry-After"] = str(math.ceil((envelope.get("retry_after_ms") or 1000) / 1000))

@@ -326,7 +326,12 @@ def saved_fields(model: type[Model], names: Iterable[str]) -> list[Field]:
 @cache
 def _saved_field(model: type[Model], name: str) -> Field:
     field = model._meta.get_field(name)
-    if field not in model._meta.local_concrete_fields or field.primary_key or field.generated:
+    if (
+        not isinstance(field, Field)  # a reverse relation: not a column either
+        or field not in model._meta.local_concrete_fields
+        or field.primary_key
+        or field.generated
+    ):
         raise ValueError(f"{model._meta.label}: {field.name} is not a column to save")
     return field
 
@@ -469,8 +474,18 @@ def _need_transaction() -> None:
         raise TransactionManagementError("a row lock needs a transaction")
 
 
-def _not_updated(instance: Model) -> Exception:
+def _not_updated(instance: Action) -> Exception:
     return type(instance).NotUpdated("Save with update_fields did not affect any rows.")
+
+
+def _one_of_run(statement: str, params: dict[str, Any]) -> tuple[Any, ...]:
+    """The row of a statement that numbers an event from its run's row. No row only when that
+    run's row is gone: the run's NotUpdated, as an ORM save of it would raise (before, a
+    TypeError unpacking None)."""
+    row = _one(statement, params)
+    if row is None:
+        raise AgentRun.NotUpdated("The run's row is gone: no event was numbered.")
+    return row
 
 
 # ---------------------------------------------------------------------------------------------
@@ -593,14 +608,14 @@ def action_save(action: Action, fields: Iterable[str]) -> None:
 
 def event_append(event: TraceEvent) -> None:
     """Insert ``event`` as the next of its run (EVENT_APPEND_SQL)."""
-    event.pk, event.seq = _one(EVENT_APPEND_SQL, _event_params(event))
+    event.pk, event.seq = _one_of_run(EVENT_APPEND_SQL, _event_params(event))
 
 
 def run_insert_with_event(run: AgentRun, event: TraceEvent) -> None:
     """Insert the new ``run`` and ``event``, its first (RUN_INSERT_EVENT_SQL)."""
     run.event_seq = 1
     params = {**insert_params(run, _RUN), **_event_params(event)}
-    event.pk, event.seq, *returned = _one(RUN_INSERT_EVENT_SQL, params)
+    event.pk, event.seq, *returned = _one_of_run(RUN_INSERT_EVENT_SQL, params)
     inserted(run, tuple(returned))
 
 
@@ -611,7 +626,7 @@ def run_save_with_event(run: AgentRun, fields: Iterable[str], event: TraceEvent)
         **save_params(run, (*fields, "updated_at"), _RUN, RUN_MOVE_COLUMNS),
         **_event_params(event),
     }
-    event.pk, event.seq = _one(RUN_SAVE_EVENT_SQL, params)
+    event.pk, event.seq = _one_of_run(RUN_SAVE_EVENT_SQL, params)
 
 
 def _run_fields_params(run: AgentRun, run_fields: tuple[str, ...]) -> dict[str, Any]:
@@ -629,7 +644,7 @@ def action_insert_with_event(
         **_run_fields_params(run, run_fields),
         **_event_params(event),
     }
-    event.pk, event.seq, *returned = _one(ACTION_INSERT_EVENT_SQL, params)
+    event.pk, event.seq, *returned = _one_of_run(ACTION_INSERT_EVENT_SQL, params)
     inserted(action, tuple(returned))
 
 

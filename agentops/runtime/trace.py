@@ -48,7 +48,10 @@ def watch(group: str, channel: str) -> None:
     """Mark the group watched by ``channel`` (the live consumer, before it joins the group and
     reads what it missed from the database): from now on its events are pushed."""
     key = _watch_key(group)
-    get_redis().pipeline(transaction=False).sadd(key, channel).expire(key, WATCH_TTL_S).execute()
+    pipe = get_redis().pipeline(transaction=False)  # one statement each: redis-py's typing
+    pipe.sadd(key, channel)
+    pipe.expire(key, WATCH_TTL_S)
+    pipe.execute()
 
 
 def unwatch(group: str, channel: str) -> None:

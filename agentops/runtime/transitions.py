@@ -200,10 +200,11 @@ def _save(
 ) -> None:
     """Save ``names`` of the action (None: insert it), in the statement that appends ``event``
     to its run when there is one (``run``: the caller's instance of it; else the action's)."""
-    if event is None and names is None:
-        store.action_insert(action)
-    elif event is None:
-        store.action_save(action, names)
+    if event is None:
+        if names is None:
+            store.action_insert(action)
+        else:
+            store.action_save(action, names)
     elif names is None:
         action_insert_with_event(
             run=action.run if run is None else run,
