@@ -273,3 +273,12 @@ def booking_list_for_user(
         next_cursor=_encode_cursor(items[-1].id) if has_more else None,
         has_more=has_more,
     )
+
+
+def room_names() -> list[tuple[str, str, bool]]:
+    """(code, name, bookable) of every real room (not the drills' sandbox rooms), by code: what
+    the assistant matches room names against. One small query; callers read it once per
+    request."""
+    return list(
+        Room.objects.filter(sandbox=False).order_by("code").values_list("code", "name", "bookable")
+    )

@@ -19,6 +19,7 @@ from agentops.contract.envelope import (
 from agentops.contract.governance import governed_call, install_governor
 from agentops.contract.planning import (
     Assistant,
+    ConversationTurn,
     ModelContext,
     Observation,
     Planner,
@@ -45,6 +46,7 @@ __all__ = [
     "Assistant",
     "CallContext",
     "Compensation",
+    "ConversationTurn",
     "Delegation",
     "Drill",
     "DrillCall",

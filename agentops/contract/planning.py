@@ -3,6 +3,7 @@ requests, plans offline and words replies. A model only proposes; the runtime de
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -45,6 +46,16 @@ class Observation:
 
 
 @dataclass(frozen=True)
+class ConversationTurn:
+    """An earlier turn of the same person's conversation, oldest first."""
+
+    request: str  # what the person typed
+    reply: str  # what the assistant answered
+    understood: dict[str, Any]  # RequestReading.understood of that turn (JSON-able)
+    outcome: str = ""  # the run's outcome/status in words for the model ("succeeded", "asked", ...)
+
+
+@dataclass(frozen=True)
 class ModelContext:
     """A small view built per step: never the audit log, never credentials."""
 
@@ -56,6 +67,7 @@ class ModelContext:
     tools: list[dict[str, Any]]
     history: list[Observation]
     turn: int
+    conversation: tuple[ConversationTurn, ...] = ()  # earlier turns, oldest first
 
 
 class Planner(Protocol):
@@ -81,8 +93,12 @@ class ReplyKind(StrEnum):
 class Assistant(Protocol):
     """A domain app's side of the assistant, declared next to its tools (``tools.ASSISTANT``)."""
 
-    def read_request(self, text: str, *, now: datetime) -> RequestReading:
-        """The delegation this request grants, its language and what was understood."""
+    def read_request(
+        self, text: str, *, now: datetime, conversation: Sequence[ConversationTurn] = ()
+    ) -> RequestReading:
+        """The delegation this request grants, its language and what was understood, reading
+        ``text`` as the latest turn of ``conversation`` (the earlier turns, oldest first): the
+        delegation is rebuilt from the whole conversation."""
         ...
 
     def planner(self) -> Planner:
