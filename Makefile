@@ -15,7 +15,7 @@ LOCALES ?= zh_Hans
 # makemessages only reads settings; these addresses are never dialled.
 NO_SERVERS := DATABASE_URL=$${DATABASE_URL:-postgres://localhost/unused} REDIS_URL=$${REDIS_URL:-redis://localhost/0}
 
-.PHONY: run test test-integration services stop lint soak bench bench-contention bench-runtime bench-cpu bench-load bench-chaos bench-profile bench-trace venv clean compilemessages messages
+.PHONY: run test test-integration services stop lint soak bench bench-assistant bench-contention bench-runtime bench-cpu bench-load bench-chaos bench-profile bench-trace venv clean compilemessages messages
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12+ is required (Django 6)."; exit 1; }
@@ -68,6 +68,10 @@ lint: venv
 # report: var/bench/report.json and the table bench/REPORT.md (BENCH_ONLY=load,chaos for some).
 bench: venv
 	$(PY) bench/report.py
+
+# The assistant's evaluation set on fresh servers: understood / wrong / asked per language, pass^k.
+bench-assistant: venv compilemessages
+	$(PY) -m config.devservers exec --var var/bench-assistant --fresh --fast -- $(PY) bench/assistant_eval.py $(BENCH_ARGS)
 
 bench-contention: venv
 	$(PY) -m config.devservers exec --var var/bench-contention --fresh --fast -- $(PY) bench/booking_contention.py

@@ -317,3 +317,12 @@ def booking_lookup_change(*, idempotency_key: str) -> BookingChange | None:
 def booking_room_code(*, code: str) -> str | None:
     """The room code of booking ``code`` (None: no such booking)."""
     return Booking.objects.filter(code=code).values_list("room__code", flat=True).first()
+
+
+def room_names() -> list[tuple[str, str, bool]]:
+    """(code, name, bookable) of every real room (not the drills' sandbox rooms), by code: what
+    the assistant matches room names against. One small query; callers read it once per
+    request."""
+    return list(
+        Room.objects.filter(sandbox=False).order_by("code").values_list("code", "name", "bookable")
+    )

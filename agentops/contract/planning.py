@@ -116,9 +116,9 @@ class Assistant(Protocol):
     def read_request(
         self, text: str, *, now: datetime, conversation: Sequence[ConversationTurn] = ()
     ) -> RequestReading:
-        """The delegation this request grants, read with the earlier turns of its
-        conversation (oldest first), its language and what was understood. A later turn never
-        widens what the conversation granted unless the person says so."""
+        """The delegation this request grants, its language and what was understood, reading
+        ``text`` as the latest turn of ``conversation`` (the earlier turns, oldest first): the
+        delegation is rebuilt from the whole conversation."""
         ...
 
     def planner(self) -> Planner:

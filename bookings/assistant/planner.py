@@ -10,8 +10,9 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from agentops.contract import ModelContext, Observation, Proposal, Step, StepOutcome
-from bookings.assistant import multiroom, replies
-from bookings.assistant.parsing import BookingRequest, parse_booking_request
+from bookings.assistant import jobs, multiroom, replies
+from bookings.assistant.parsing import BookingRequest
+from bookings.assistant.parsing.reading import Job, Reading, read
 from bookings.rules import MAX_ATTENDEES
 
 OFFERED = 3  # free rooms named when the requested one cannot be booked
@@ -21,19 +22,34 @@ class RulesPlanner:
     name = "rules"
 
     def propose(self, ctx: ModelContext) -> Step:
+        from bookings.assistant import conversation_dicts, room_catalogue
+
         now = datetime.fromisoformat(ctx.now)
-        parsed = parse_booking_request(ctx.goal, now=now, tz=now.tzinfo or ZoneInfo("UTC"))
-        if not isinstance(parsed, BookingRequest):
-            message = replies.clarifying_question(parsed, asker=ctx.subject.get("employee_id", ""))
-            outcome = StepOutcome.GAVE_UP if parsed.problem and not parsed.missing else None
-            return Step(message=message, outcome=outcome or StepOutcome.ASK_USER)
+        rooms = room_catalogue()
+        reading = read(
+            ctx.goal,
+            now=now,
+            tz=now.tzinfo or ZoneInfo("UTC"),
+            rooms=rooms,
+            conversation=conversation_dicts(ctx.conversation),
+        )
+        names = {r.code: r.name for r in rooms}
+        if reading.job != Job.BOOK:
+            return jobs.propose(ctx, reading, names=names, rooms=rooms, now=now)
+        question = jobs.booking_question(reading, rooms=rooms, names=names, asker=ctx.subject)
+        if question is not None:
+            return question
+        parsed = _booking(reading)
         if len(parsed.room_codes) > 1:  # several named rooms: one run, one booking per room
             return multiroom.propose(ctx, parsed)
+        return self._book(ctx, parsed)
+
+    def _book(self, ctx: ModelContext, parsed: BookingRequest) -> Step:
         search = {
             "start_at": parsed.start_at.isoformat(),
             "end_at": parsed.end_at.isoformat(),
             # More people than any search takes: the search still says how big the rooms are.
-            "attendees": min(parsed.attendees, MAX_ATTENDEES),
+            "attendees": min(parsed.attendees or 1, MAX_ATTENDEES),
             "equipment": list(parsed.equipment),
         }
         if parsed.room_code:
@@ -74,7 +90,7 @@ class RulesPlanner:
         own = last.result.get("data", {}).get("own_bookings") or []
         if own and not parsed.another_room:
             # A second room at the same time is nearly always a mistake (a repeated request, a
-            # forgotten booking), and the assistant cannot cancel: ask instead of booking.
+            # forgotten booking): ask instead of booking.
             return Step(
                 message=replies.already_holding(ctx.language, own), outcome=StepOutcome.ASK_USER
             )
@@ -176,4 +192,21 @@ def _ranked(rooms: list[dict[str, Any]], department: str) -> list[dict[str, Any]
             r["capacity"],
             int(r["room_id"][1:]),
         ),
+    )
+
+
+def _booking(reading: Reading) -> BookingRequest:
+    frame = reading.frame
+    if reading.start_at is None or reading.end_at is None:
+        raise ValueError("a booking reading without its window")
+    several = len(frame.rooms) > 1
+    return BookingRequest(
+        start_at=reading.start_at,
+        end_at=reading.end_at,
+        attendees=frame.attendees,
+        equipment=frame.equipment,
+        room_code=frame.rooms[0] if frame.rooms else None,
+        language=reading.language,
+        another_room=frame.another_room,
+        room_codes=frame.rooms if several else (),
     )

@@ -4,8 +4,9 @@ Simplified Chinese catalogue is in locale/). Runs store "en" or "zh"; Django cal
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
+from typing import Any
 
 from django.utils import dateformat, timezone, translation
 from django.utils.translation import gettext as _
@@ -84,7 +85,7 @@ def clarifying_question(clarification: Clarification, *, asker: str = "") -> str
         elif clarification.problem == NO_END:
             parts["time"] = _("until what time (or for how long)")
         asked = _join([str(parts[name]) for name in clarification.missing])
-        return sentences(prefix, _("Please tell me %(what)s.") % {"what": asked})
+        return sentences(prefix, _("Could you tell me %(what)s?") % {"what": asked})
 
 
 def equipment_text(equipment: Iterable[str]) -> str:
@@ -246,6 +247,8 @@ _ROLLBACK = {
 def reply(kind: ReplyKind, *, language: str, detail: str = "") -> str:
     with in_language(language):
         if kind == ReplyKind.NOTHING_DONE:
+            if is_question(detail):  # a question asks; it does not open with what was not done
+                return detail.strip()
             return sentences(_("Nothing was booked."), detail.strip())
         if kind == ReplyKind.CANCELLED:
             if detail:  # what became of the run's bookings, from the verified state
@@ -298,3 +301,264 @@ def booked(receipt: dict, language: str) -> str:
 def cancelled(receipt: dict, language: str) -> str:
     with in_language(language):
         return _("Cancelled booking %(code)s.") % {"code": receipt["booking_id"]}
+
+
+# --- the conversation's questions and answers ---------------------------------------------------
+
+
+def is_question(text: str) -> bool:
+    return text.strip().endswith(("?", "？"))
+
+
+def room_label(code: str, name: str | None = None) -> str:
+    """A room in the person's words: its name and code ("Maple (R3)")."""
+    if not name or name.lower() == code.lower() or name == f"Room {code}":
+        return code
+    return _("%(name)s (%(code)s)") % {"name": name, "code": code}
+
+
+def _labels(codes: Iterable[str], names: Mapping[str, str]) -> list[str]:
+    return [room_label(code, names.get(code)) for code in codes]
+
+
+def _day(value: datetime) -> str:
+    return dateformat.format(timezone.localtime(value), _("D j M Y"))
+
+
+def _span(start: datetime, end: datetime) -> str:
+    start, end = timezone.localtime(start), timezone.localtime(end)
+    return f"{start:%H:%M}–{end:%H:%M}"
+
+
+def for_someone_else(language: str, *, named: str, asker: str = "") -> str:
+    with in_language(language):
+        if asker and named.upper() == asker.upper():
+            return _(
+                "I always book for the person asking (you, %(asker)s). Shall I book it for you? "
+                "Ask again without naming anyone?"
+            ) % {"asker": asker}
+        return _(
+            "I book rooms only for the person asking, so I booked nothing for %(named)s. If "
+            "the room is for you, could you ask again without naming %(named)s?"
+        ) % {"named": named}
+
+
+def no_such_room(language: str, *, name: str, nearest: list[str]) -> str:
+    with in_language(language):
+        if nearest:
+            return _(
+                "There is no room called %(name)s, so I booked nothing. Did you mean %(rooms)s?"
+            ) % {"name": name.title() if name.isascii() else name, "rooms": _join(nearest)}
+        return _(
+            "There is no room called %(name)s, so I booked nothing. Which room did you mean?"
+        ) % {"name": name.title() if name.isascii() else name}
+
+
+def word_not_understood(language: str, *, word: str, room: str | None) -> str:
+    with in_language(language):
+        if room:
+            return _('I did not understand "%(word)s". Did you mean the room %(room)s?') % {
+                "word": word,
+                "room": room,
+            }
+        return _(
+            'I did not understand "%(word)s", so I booked nothing. Is it a room or something '
+            "the room needs? Could you say it another way?"
+        ) % {"word": word}
+
+
+def equipment_unknown(language: str, items: Iterable[str]) -> str:
+    with in_language(language):
+        return _(
+            "Rooms here list only this equipment: %(known)s. I cannot check for %(items)s, so "
+            "I booked nothing. Shall I book without it?"
+        ) % {
+            "known": equipment_text(("projector", "whiteboard", "video", "phone", "display")),
+            "items": pgettext("list separator", ", ").join(items),
+        }
+
+
+def missing_question(
+    language: str, missing: Iterable[str], *, problem: str | None = None, vague: bool = False
+) -> str:
+    missing = tuple(missing)
+    with in_language(language):
+        if missing == ("which",):
+            return _(
+                "Which booking should I cancel? Tell me its code (e.g. B204) or its day and time?"
+            )
+        question = clarifying_question(
+            Clarification(tuple(m for m in missing if m != "which"), language, problem)
+        )
+        if vague and "attendees" in missing:
+            return sentences(
+                _("I need the exact number of people to pick a room that fits."), question
+            )
+        return question
+
+
+def declined(language: str) -> str:
+    with in_language(language):
+        return _("All right, I booked nothing. What should I change?")
+
+
+def confirm_booking(language: str, reading, names: Mapping[str, str]) -> str:
+    """State a reading that rests on a guess in the person's terms, and ask before writing."""
+    frame = reading.frame
+    with in_language(language):
+        what = _("a room") if not frame.rooms else _join(_labels(frame.rooms, names))
+        text = _(
+            "I read this as %(room)s on %(day)s, %(span)s, for %(people)s people. Shall I book it?"
+        ) % {
+            "room": what,
+            "day": _day(reading.start_at),
+            "span": _span(reading.start_at, reading.end_at),
+            "people": frame.attendees,
+        }
+        if "time" in frame.guessed:
+            text = sentences(_('I took "the end of the day" as 17:00–18:00.'), text)
+        return text
+
+
+def move_unavailable(language: str) -> str:
+    with in_language(language):
+        return _(
+            "Moving or changing a booking is not available in the assistant yet, so I changed "
+            'nothing. You can cancel the booking here (e.g. "cancel B204") and book the new '
+            "time, or change it on the %(page)s page."
+        ) % {"page": _("My bookings")}
+
+
+def what_can_i_do(language: str) -> str:
+    with in_language(language):
+        return _(
+            "I can book a room, say which rooms are free, list your bookings or cancel one. "
+            "What would you like?"
+        )
+
+
+def day_over(language: str) -> str:
+    with in_language(language):
+        return _("That day's working hours are over: no room can be booked for it any more.")
+
+
+def _merged(spans: list[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
+    merged: list[tuple[datetime, datetime]] = []
+    for start, end in sorted(spans):
+        if merged and merged[-1][1] >= start:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def availability(
+    language: str,
+    *,
+    free: Mapping[str, list[tuple[datetime, datetime]]],
+    names: Mapping[str, str],
+    asked_rooms: list[str],
+    day: datetime,
+    whole_slot: bool,
+    people: int | None,
+) -> str:
+    """The answer to an availability question: nothing is booked."""
+    with in_language(language):
+        when = _day(day)
+        if whole_slot:
+            if asked_rooms:
+                room = _join(_labels(asked_rooms, names))
+                if all(code in free for code in asked_rooms):
+                    return _(
+                        '%(room)s is free then (%(day)s). I booked nothing: say "book it" if you want it.'
+                    ) % {"room": room, "day": when}
+                return _("%(room)s is not free then (%(day)s). I booked nothing.") % {
+                    "room": room,
+                    "day": when,
+                }
+            if not free:
+                return _("No room is free then (%(day)s). I booked nothing.") % {"day": when}
+            rooms = _join(_labels(list(free), names))
+            if people:
+                return _(
+                    "Free then for %(people)s people (%(day)s): %(rooms)s. I booked nothing: say which one to book."
+                ) % {"people": people, "day": when, "rooms": rooms}
+            return _("Free then (%(day)s): %(rooms)s. I booked nothing: say which one to book.") % {
+                "day": when,
+                "rooms": rooms,
+            }
+        if not free:
+            return _("No room is free on %(day)s between 09:00 and 18:00. I booked nothing.") % {
+                "day": when
+            }
+        lines = [
+            _("%(room)s: %(times)s")
+            % {
+                "room": room_label(code, names.get(code)),
+                "times": pgettext("list separator", ", ").join(
+                    _span(s, e) for s, e in _merged(free[code])
+                ),
+            }
+            for code in free
+        ]
+        return sentences(
+            _("Free times on %(day)s:") % {"day": when},
+            pgettext("list separator", ", ").join(lines) if len(lines) == 1 else "; ".join(lines),
+            _("I booked nothing: tell me the time and room to book."),
+        )
+
+
+def _booking_line(b: Mapping[str, Any], names: Mapping[str, str]) -> str:
+    start = datetime.fromisoformat(b["start_at"])
+    end = datetime.fromisoformat(b["end_at"])
+    return _("%(code)s: %(room)s, %(day)s %(span)s, %(people)s people") % {
+        "code": b["booking_id"],
+        "room": room_label(b["room_id"], names.get(b["room_id"])),
+        "day": _day(start),
+        "span": _span(start, end),
+        "people": b.get("attendees", ""),
+    }
+
+
+def my_bookings(
+    language: str,
+    bookings: list[Mapping[str, Any]],
+    *,
+    names: Mapping[str, str],
+    when: tuple[datetime, datetime] | None,
+) -> str:
+    with in_language(language):
+        if not bookings:
+            if when is None:
+                return _("You have no upcoming bookings.")
+            return _("You have no bookings then.")
+        lines = "; ".join(_booking_line(b, names) for b in bookings)
+        return _("Your bookings: %(lines)s.") % {"lines": lines}
+
+
+def nothing_to_cancel(language: str, *, when: tuple[datetime, datetime] | None) -> str:
+    with in_language(language):
+        if when is None:
+            return _(
+                "You have no upcoming bookings, so I cancelled nothing. Did you mean another one?"
+            )
+        return _("You have no booking then, so I cancelled nothing. Did you mean another time?")
+
+
+def confirm_cancel(
+    language: str, codes: list[str], bookings: list[Mapping[str, Any]], names: Mapping[str, str]
+) -> str:
+    with in_language(language):
+        lines = "; ".join(_booking_line(b, names) for b in bookings) or _join(codes)
+        if len(codes) == 1:
+            return _("Cancel %(lines)s? Say yes to cancel it?") % {"lines": lines}
+        return _(
+            "Which of these should I cancel: %(lines)s? Say yes to cancel all of them, or name one?"
+        ) % {"lines": lines}
+
+
+def cancel_refused(language: str, envelope: dict) -> str:
+    with in_language(language):
+        return _("I cancelled nothing: %(message)s Which booking did you mean?") % {
+            "message": refusal_text(envelope)
+        }

@@ -7,7 +7,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
-from django.utils import timezone
+from django.utils import dateformat, timezone, translation
+from django.utils.translation import gettext
 
 from agentops.models import AgentRun
 from agentops.runtime.runs import RunRateLimited, run_start
@@ -221,31 +222,36 @@ def test_earlier_today_is_past_too(worker, e17):
     [
         (
             "cancel all my meetings",
-            "Nothing was booked. I can book a meeting room for you, one room per request. I "
-            "cannot cancel or change bookings: cancel yours on the My bookings page.",
+            "Cancel {code}: R9, {day} 10:00–11:00, 1 people? Say yes to cancel it?",
         ),
-        (
-            "取消我所有的会议",
-            "没有预订任何会议室。我可以为你预订会议室，每次请求一间。我不能取消或修改预订："
-            "请在“我的预订”页面取消。",
-        ),
-        (
-            "move my 10:00 meeting tomorrow to R9",
-            "Nothing was booked. I can book a meeting room for you, one room per request. I "
-            "cannot cancel or change bookings: cancel yours on the My bookings page.",
-        ),
+        ("取消我所有的会议", "取消 {code}：R9，{day} 10:00–11:00，1 人？确认取消请回复“好的”？"),
     ],
 )
-def test_cancelling_says_what_the_assistant_can_and_cannot_do(worker, e17, text, reply):
+def test_cancelling_without_naming_a_booking_lists_it_and_asks_first(worker, e17, text, reply):
+    start, end = tomorrow(10)
+    held = booking_create(requester=e17, room="R9", start_at=start, end_at=end)
+    before = state()
+    run = ask(e17, text)
+    language = "zh-hans" if "取消" in text else "en"
+    with translation.override(language):
+        day = dateformat.format(start, gettext("D j M Y"))
+
+    assert run.reply == reply.format(code=held.code, day=day)
+    assert run.outcome == "ask_user"
+    assert state() == before  # still confirmed: nothing was cancelled
+    assert not run.actions.filter(readonly=False).exists()
+
+
+def test_moving_a_booking_is_said_to_be_unavailable_and_changes_nothing(worker, e17):
     start, end = tomorrow(10)
     booking_create(requester=e17, room="R9", start_at=start, end_at=end)
     before = state()
-    run = ask(e17, text)
+    run = ask(e17, "move my 10:00 meeting tomorrow to R9")
 
-    assert run.reply == reply
-    assert run.status == "failed"
-    assert state() == before  # still confirmed: nothing was cancelled
+    assert run.reply.startswith("Moving or changing a booking is not available")
+    assert state() == before
     assert not run.actions.exists()
+    assert run.delegation["max_writes"] == 0
 
 
 # --- a room already held at that time ---------------------------------------------------------
@@ -313,13 +319,13 @@ def test_another_room_asked_for_is_booked_beside_the_one_held(worker, e17, text)
     [
         (
             "book a room for e23 tomorrow 10:00-11:00 for 2 people",
-            "Nothing was booked. I book rooms only for the person asking, so I booked nothing for "
-            "E23. If the room is for you, ask again without naming E23; E23 can ask for their own.",
+            "I book rooms only for the person asking, so I booked nothing for E23. If the room is "
+            "for you, could you ask again without naming E23?",
         ),
         (
             "帮 e23 订明天上午10点到11点的会议室，2 个人",
-            "没有预订任何会议室。我只为提出请求的人预订会议室，所以没有为 E23 预订。如果会议室是"
-            "你自己用，请不提 E23 再说一次；E23 可以自己预订。",
+            "我只为提出请求的人预订会议室，所以没有为 E23 预订任何会议室。如果会议室是你自己用，"
+            "能不提 E23 再说一次吗？",
         ),
     ],
 )

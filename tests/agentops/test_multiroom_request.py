@@ -52,6 +52,7 @@ def test_one_named_room_still_needs_a_head_count():
     assert parse("R7 tomorrow 14:00-15:00 for 3").room_codes == ()  # single-room: as before
 
 
+@pytest.mark.django_db  # the room names are read through a selector
 def test_several_rooms_delegate_one_write_per_room_and_only_those_rooms():
     reading = ASSISTANT.read_request("R7 and R9 tomorrow 14:00-15:00 for a workshop", now=NOW)
     delegation = reading.delegation

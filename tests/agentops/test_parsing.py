@@ -210,36 +210,41 @@ def test_duration_running_past_midnight_ends_next_day() -> None:
 @pytest.mark.parametrize(
     ("text", "missing", "language", "question"),
     [
-        ("book a room 14:00-15:00 for 3 people", ("date",), "en", "Please tell me which day."),
+        ("book a room 14:00-15:00 for 3 people", ("date",), "en", "Could you tell me which day?"),
         (
             "book a room tomorrow for 3",
             ("time",),
             "en",
-            "Please tell me what time (start and end).",
+            "Could you tell me what time (start and end)?",
         ),
-        ("book a room tomorrow 2-3pm", ("attendees",), "en", "Please tell me for how many people."),
+        (
+            "book a room tomorrow 2-3pm",
+            ("attendees",),
+            "en",
+            "Could you tell me for how many people?",
+        ),
         (
             "book a room please",
             ("date", "time", "attendees"),
             "en",
-            "Please tell me which day, what time (start and end) and for how many people.",
+            "Could you tell me which day, what time (start and end) and for how many people?",
         ),
         (
             "book a room for 3",
             ("date", "time"),
             "en",
-            "Please tell me which day and what time (start and end).",
+            "Could you tell me which day and what time (start and end)?",
         ),
-        ("下午3点到4点 3人", ("date",), "zh", "请告诉我日期。"),
-        ("帮我订明天的会议室", ("time", "attendees"), "zh", "请告诉我时间（开始和结束）和人数。"),
-        ("明天下午两点到三点", ("attendees",), "zh", "请告诉我人数。"),
+        ("下午3点到4点 3人", ("date",), "zh", "能告诉我日期吗？"),
+        ("帮我订明天的会议室", ("time", "attendees"), "zh", "能告诉我时间（开始和结束）和人数吗？"),
+        ("明天下午两点到三点", ("attendees",), "zh", "能告诉我人数吗？"),
         (
             "订个会议室",
             ("date", "time", "attendees"),
             "zh",
-            "请告诉我日期、时间（开始和结束）和人数。",
+            "能告诉我日期、时间（开始和结束）和人数吗？",
         ),
-        ("明天 2点到3点 一两个人", ("attendees",), "zh", "请告诉我人数。"),
+        ("明天 2点到3点 一两个人", ("attendees",), "zh", "能告诉我人数吗？"),
     ],
 )
 def test_incomplete_request_asks_for_exactly_what_is_missing(
@@ -256,9 +261,9 @@ def test_incomplete_request_asks_for_exactly_what_is_missing(
         (
             "book a room at 3pm tomorrow for 3",
             "en",
-            "Please tell me until what time (or for how long).",
+            "Could you tell me until what time (or for how long)?",
         ),
-        ("明天下午3点 3人", "zh", "请告诉我结束时间或时长。"),
+        ("明天下午3点 3人", "zh", "能告诉我结束时间或时长吗？"),
     ],
 )
 def test_start_without_end_asks_for_end_or_duration(

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from agentops.contract import ModelContext, Observation, Proposal, Step, failure, success
 from bookings.assistant.planner import RulesPlanner
+
+# The planner reads the room names through a selector (no rooms here: names match nothing).
+pytestmark = pytest.mark.django_db
 
 NOW = "2026-09-20T10:00:00+08:00"
 GOAL = "book a room on 2026-09-28 14:00-15:00 for 3 people with a projector"
@@ -245,7 +250,7 @@ def test_an_unparseable_request_asks_the_user_without_proposals():
     assert step.proposals == []
     assert step.outcome == "ask_user"
     assert step.message == (
-        "Please tell me which day, what time (start and end) and for how many people."
+        "Could you tell me which day, what time (start and end) and for how many people?"
     )
 
 
@@ -264,7 +269,7 @@ def test_a_chinese_request_gets_chinese_messages():
     assert no_room.message == "该时段没有可容纳 3 人、带投影仪的会议室，换个时间试试？"
     assert unverified.message == "无法核实空闲情况（查询会议室没有响应），本次没有预订。"
     assert unclear.outcome == "ask_user"
-    assert unclear.message == "请告诉我日期、时间（开始和结束）和人数。"
+    assert unclear.message == "能告诉我日期、时间（开始和结束）和人数吗？"
 
 
 def test_once_a_reservation_succeeded_it_is_done_without_proposals():

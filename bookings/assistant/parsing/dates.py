@@ -57,6 +57,20 @@ _RELATIVE_DAYS = (
     (re.compile(r"前天"), -2),
     (re.compile(r"昨天|昨日|昨(?=[早晚])"), -1),
 )
+# "in 2 days", "3天后", "in a week", "a week from today", "一周后": counted from today.
+_IN_DAYS = (
+    (re.compile(r"\bin\s+(?P<n>\d+)\s+days?\b"), 1),
+    (re.compile(r"\b(?P<n>\d+)\s+days?\s+from\s+(?:today|now)\b"), 1),
+    (re.compile(r"(?<!\d)(?P<n>\d+)\s*[天日]\s*(?:后|以后|之后)"), 1),
+    (re.compile(r"\bin\s+(?:a|(?P<n>\d+))\s+weeks?\b"), 7),
+    (re.compile(r"\b(?:a|(?P<n>\d+))\s+weeks?\s+from\s+(?:today|now)\b"), 7),
+    (re.compile(r"(?<!\d)(?P<n>\d+)?\s*个?\s*(?:周|星期|礼拜)\s*(?:后|以后|之后)"), 7),
+)
+_DAY_SUFFIX = r"(?:day|s|sday|nesday|rsday|r|rs|urday)?"
+_WEEKDAY_NEXT_WEEK = re.compile(
+    rf"\b(?P<name>mon|tue|wed|thu|fri|sat|sun){_DAY_SUFFIX}\s+(?:of\s+)?next\s+week\b"
+    rf"|\bnext\s+week(?:'s)?\s*,?\s*(?:on\s+)?(?P<name2>mon|tue|wed|thu|fri|sat|sun){_DAY_SUFFIX}\b"
+)
 _EN_WEEKDAYS = {
     "mon": 0,
     "tue": 1,
@@ -104,6 +118,20 @@ def extract_date(s: str, today: date) -> tuple[date | None, str]:
             return _safe_date(year, month_number, day), blank(s, match)
         return _upcoming(today, month_number, day), blank(s, match)
 
+    for pattern, unit in _IN_DAYS:
+        match = pattern.search(s)
+        if match is not None:
+            count = int(match["n"]) if match["n"] else 1
+            if count > 366:
+                continue
+            return today + timedelta(days=count * unit), blank(s, match)
+
+    match = _WEEKDAY_NEXT_WEEK.search(s)
+    if match is not None:
+        weekday = _EN_WEEKDAYS[match["name"] or match["name2"]]
+        monday = today - timedelta(days=today.weekday())
+        return monday + timedelta(weeks=1, days=weekday), blank(s, match)
+
     for pattern, offset in _RELATIVE_DAYS:
         match = pattern.search(s)
         if match is not None:
@@ -128,6 +156,9 @@ def extract_date(s: str, today: date) -> tuple[date | None, str]:
         if match["which"] == "last":
             back = (today.weekday() - weekday) % 7 or 7
             return today - timedelta(days=back), blank(s, match)
+        if match["which"] == "next":  # "next Friday": the Friday of next week (README)
+            monday = today - timedelta(days=today.weekday())
+            return monday + timedelta(weeks=1, days=weekday), blank(s, match)
         earliest = 0 if match["which"] == "this" else 1
         return _next_weekday(today, weekday, earliest=earliest), blank(s, match)
 
@@ -164,3 +195,20 @@ def _next_weekday(today: date, weekday: int, *, earliest: int) -> date:
     if ahead < earliest:
         ahead += 7
     return today + timedelta(days=ahead)
+
+
+_WEEK = (
+    (re.compile(r"\bthis\s+week\b|这周|本周|这个?星期|这个?礼拜"), 0),
+    (re.compile(r"\bnext\s+week\b|下周|下个?星期|下个?礼拜"), 1),
+    (re.compile(r"\blast\s+week\b|上周|上个?星期|上个?礼拜"), -1),
+)
+
+
+def extract_week(s: str, today: date) -> tuple[tuple[date, date] | None, str]:
+    """A week named without a day ("this week", "下周"): its Monday and the Monday after."""
+    for pattern, weeks in _WEEK:
+        match = pattern.search(s)
+        if match is not None:
+            monday = today - timedelta(days=today.weekday()) + timedelta(weeks=weeks)
+            return (monday, monday + timedelta(days=7)), blank(s, match)
+    return None, s

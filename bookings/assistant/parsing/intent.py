@@ -38,3 +38,364 @@ def named_beneficiary(s: str) -> str | None:
 
 def wants_another_room(s: str) -> bool:
     return _ANOTHER_ROOM.search(s) is not None
+
+
+# --- jobs -----------------------------------------------------------------------------------
+# Matched on normalized text. Each job has its own delegation (bookings.assistant).
+
+MOVE = re.compile(
+    r"\b(?:move|push|reschedule|postpone|shift|delay|prepone|bring\s+forward|pull\s+forward|"
+    r"extend|shorten)\b(?!\s+(?:if|unless)\b)"
+    r"|\bchange\s+(?:my|the|it|that|this|our)\b|\bswitch\s+(?:my|the|it|that)\b"
+    r"|改到|改成|改期|推迟|延后|延期|提前|挪到|挪一下|往后推|往后挪|往前挪|换到|换个时间|调到|调整到|延长|缩短"
+)
+CANCEL = re.compile(
+    r"\b(?:cancel|call\s+off|unbook|delete|remove|release|free\s+up)\b(?!\s+(?:if|unless|when)\b)"
+    r"|\b(?:drop|scrap|kill)\s+(?:my|the|it|that|this|all)\b|\bdon'?t\s+need\s+(?:the|my|it|that)\b"
+    r"|取消|退订|退掉|退了|撤销|删除|删掉|不要了|释放|不用了吧|不开了"
+)
+LIST = re.compile(
+    r"\b(?:what|which|when)\b[^?]{0,40}\b(?:did\s+i|have\s+i|do\s+i|i\s+have|i'?ve|am\s+i)\b"
+    r"[^?]{0,30}\b(?:book(?:ed|ings?)?|reserv(?:ed|ations?)|have|got)\b"
+    r"|\bmy\s+(?:bookings|reservations|meetings|rooms|booked\s+rooms|schedule)\b"
+    r"|\b(?:show|list|see|check|view|give)\s+(?:me\s+)?(?:all\s+)?my\b"
+    r"|\bdo\s+i\s+have\s+(?:a|any)\s+(?:room|booking|meeting|reservation)s?\b"
+    r"|\bam\s+i\s+booked\b|\bwhere\s+is\s+my\s+(?:meeting|booking)\b"
+    r"|我[^，,。]{0,8}(?:有哪些|有什么|有几个|有没有|订了哪|订了什么|订了几|约了哪|约了什么)[^，,。]{0,6}(?:预约|预订|会议|订单|会议室|房间)?"
+    r"|我的(?:预约|预订|会议室预订|订单|会议安排)|(?:查|看)[^，,。]{0,4}我[^，,。]{0,4}(?:预约|预订|订了)"
+)
+AVAILABILITY = re.compile(
+    r"\b(?:is|are)\b[^.?]{0,60}\b(?:free|available|open|taken|busy|booked|vacant)\b"
+    r"|\b(?:which|what)\s+rooms?\b|\bany\s+(?:rooms?|thing)\b[^.?]{0,40}\b(?:free|available|open)\b"
+    r"|\b(?:free|available|open)\s+rooms?\b|\bavailability\b|\bwhen\s+is\b[^.?]{0,40}\b(?:free|available)\b"
+    r"|\bis\s+there\s+(?:a|any)\s+(?:free\s+)?room\b|\bcheck\s+(?:if|whether)\b"
+    r"|\bwhat'?s\s+(?:free|available|open)\b|\bwho\s+has\b"
+    r"|空着|空闲|有空|空的|空不空|哪些会议室|哪个会议室|哪间|有没有[^，,。]{0,8}(?:会议室|房间|空)"
+    r"|(?:可用|能用)(?:吗|的)|被占|被订|看看|查\s*1?\s*下|看\s*1?\s*下|查查|帮我查|还有[^，,。]{0,6}(?:会议室|房间)"
+)
+BOOK_VERB = re.compile(
+    r"\b(?:book|reserve|grab|take|get)\s+(?:it|that|one|them|the|a|me)\b|\bbook\b(?!able)"
+    r"|订|预订|预约|定下|约一?个"
+)
+CONDITION = re.compile(
+    r"\bif\s+(?:it'?s|it\s+is|its|so|yes|they\s+are|one\s+is|there\s+is|there'?s|available|free|"
+    r"possible|open|not\s+taken)\b|\bif\s+(?:\w+\s+){0,3}(?:is|are)\s+(?:free|available|open)\b"
+    r"|(?:如果|要是|假如|若)[^，,。]{0,12}(?:空|有|可以|能)|有的话|有空就|空的话|可以的话|没人用就|没被占就"
+)
+ASK_ONLY = re.compile(
+    r"\bcan\s+i\s+book\b[^.]{0,20}\bwhich\b|\bwhich\b[^.]{0,30}\bcan\s+i\b|\bbookable\b"
+)
+
+
+def job_of(s: str) -> str | None:
+    """The job a request names ("book", "availability", "list", "cancel", "move"), or None
+    when it names none (a fragment: an answer to a question)."""
+    if MOVE.search(s) and not CONDITION.search(s):
+        return "move"
+    if CANCEL.search(s):
+        return "cancel"
+    availability = AVAILABILITY.search(s) is not None
+    booking_verb = BOOK_VERB.search(s) is not None
+    ordered = booking_verb and CONDITION.search(s)
+    if availability and not ordered and (not booking_verb or ASK_ONLY.search(s) or _asks_only(s)):
+        return "availability"
+    if LIST.search(s) and not (booking_verb and _book_imperative(s)):
+        return "list"
+    return None
+
+
+def _asks_only(s: str) -> bool:
+    """An availability question whose booking word is part of the question ("can I book
+    Bamboo?", "哪些能订") rather than an order ("if so book it" is a condition)."""
+    return bool(
+        re.search(
+            r"\bcan\s+(?:i|we)\s+(?:book|reserve|get|use)\b.*\?|能订吗|可以订吗|能不能订|可不可以订",
+            s,
+        )
+    ) and not CONDITION.search(s)
+
+
+def _book_imperative(s: str) -> bool:
+    return bool(
+        re.search(
+            r"^\s*(?:please\s+|pls\s+|plz\s+)?(?:book|reserve)\b|^\s*(?:帮我|请|麻烦)?\s*(?:订|预订)",
+            s,
+        )
+    )
+
+
+_SURNAMES = [
+    "li",
+    "wang",
+    "zhang",
+    "liu",
+    "chen",
+    "yang",
+    "zhao",
+    "huang",
+    "zhou",
+    "wu",
+    "xu",
+    "sun",
+    "hu",
+    "zhu",
+    "gao",
+    "lin",
+    "guo",
+    "ma",
+    "luo",
+    "liang",
+    "song",
+    "zheng",
+    "xie",
+    "han",
+    "tang",
+    "feng",
+    "dong",
+    "xiao",
+    "cheng",
+    "cao",
+    "yuan",
+    "deng",
+    "fu",
+    "shen",
+    "zeng",
+    "peng",
+    "lu",
+    "su",
+    "jiang",
+    "cai",
+    "jia",
+    "ding",
+    "wei",
+    "xue",
+    "ye",
+    "yan",
+    "pan",
+    "du",
+    "dai",
+    "xia",
+    "zhong",
+    "tian",
+    "ren",
+    "fan",
+    "fang",
+    "shi",
+    "yao",
+    "tan",
+    "liao",
+    "zou",
+    "xiong",
+    "jin",
+    "hao",
+    "kong",
+    "bai",
+    "cui",
+    "kang",
+    "mao",
+    "qiu",
+    "qin",
+    "gu",
+    "hou",
+    "shao",
+    "meng",
+    "long",
+    "wan",
+    "duan",
+    "qian",
+]
+_EN_FOR_PERSON = re.compile(
+    r"\b(?:for|on\s+behalf\s+of)\s+(?:my\s+|our\s+|the\s+)?(?P<who>boss|manager|ceo|cto|cfo|coo|"
+    r"director|supervisor|vp|assistant|secretary|colleague|coworker|co-worker|intern)\b"
+    r"(?!\s+and\s+(?:me|i|myself)\b)"
+    rf"|\b(?:for|on\s+behalf\s+of)\s+(?P<name>(?:{'|'.join(_SURNAMES)})\s+[a-z]{{2,8}})\b"
+)
+_EN_FOR_CAPITALIZED = re.compile(
+    r"\b(?:for|on\s+behalf\s+of)\s+(?P<name>[A-Z][a-z]{1,12}(?:\s+[A-Z][a-z]{1,12})?)\b"
+    r"|\bbook\s+(?P<name2>[A-Z][a-z]{1,12}(?:\s+[A-Z][a-z]{1,12})?)\s+a\s+room\b"
+)
+_NOT_A_PERSON = frozenset(
+    [
+        "Me",
+        "Us",
+        "Myself",
+        "Ourselves",
+        "Our",
+        "My",
+        "The",
+        "A",
+        "An",
+        "This",
+        "That",
+        "Tomorrow",
+        "Today",
+        "Tonight",
+        "Monday",
+        "Tuesday",
+        "Wednesday",
+        "Thursday",
+        "Friday",
+        "Saturday",
+        "Sunday",
+        "Mon",
+        "Tue",
+        "Wed",
+        "Thu",
+        "Fri",
+        "Sat",
+        "Sun",
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+        "Jan",
+        "Feb",
+        "Mar",
+        "Apr",
+        "Jun",
+        "Jul",
+        "Aug",
+        "Sep",
+        "Sept",
+        "Oct",
+        "Nov",
+        "Dec",
+        "Next",
+        "This",
+        "Noon",
+        "Lunch",
+        "Team",
+        "Meeting",
+        "Planning",
+        "Interview",
+        "Standup",
+        "Sprint",
+        "Review",
+        "Demo",
+        "Training",
+        "Workshop",
+        "All",
+        "Everyone",
+        "People",
+        "Two",
+        "Three",
+        "Four",
+        "Five",
+        "Six",
+        "Seven",
+        "Eight",
+        "Nine",
+        "Ten",
+        "One",
+        "Half",
+        "Client",
+        "Customer",
+        "Project",
+        "Sales",
+        "Engineering",
+        "Marketing",
+        "Hr",
+        "It",
+        "Qa",
+        "Board",
+        "Weekly",
+        "Daily",
+        "Morning",
+        "Afternoon",
+        "Evening",
+        "Q1",
+        "Q2",
+        "Q3",
+        "Q4",
+        "Zoom",
+        "Teams",
+        "Video",
+        "Call",
+        "Offsite",
+        "Onsite",
+    ]
+)
+_ZH_FOR_PERSON = re.compile(
+    r"(?:帮|给|替|为|代)\s*(?P<who>(?!我|忙|大家|咱|自己|团队|部门|组|公司|本人|您)[\u4e00-\u9fff]{2,3}?)"
+    r"\s*(?:订|预订|预约|约|定|安排|开|申请)"
+)
+
+
+def named_person(original: str, normalized: str, room_names: frozenset[str]) -> str | None:
+    """Someone other than the asker a booking is asked for, named in words ("for Li Wei",
+    "for my boss", "帮李伟订"): as written."""
+    match = _EN_FOR_PERSON.search(normalized)
+    if match is not None:
+        return (match["who"] or match["name"]).title() if match["name"] else match["who"]
+    for match in _EN_FOR_CAPITALIZED.finditer(original):
+        name = match["name"] or match["name2"]
+        first = name.split()[0]
+        if (
+            first not in _NOT_A_PERSON
+            and name.lower() not in room_names
+            and first.lower() not in room_names
+        ):
+            return name
+    match = _ZH_FOR_PERSON.search(normalized)
+    if match is not None:
+        return match["who"]
+    return None
+
+
+YES = re.compile(
+    r"^\s*(?:y|ya|yes|yeah|yep|yup|sure|ok|okay|k|kk|confirm(?:ed)?|correct|right|go\s+ahead|"
+    r"do\s+it|book\s+it|please\s+do|sounds\s+good|that'?s\s+(?:right|correct|fine)|perfect|"
+    r"great|fine|alright|go\s+for\s+it|yes\s+please)\b"
+    r"|^\s*(?:好的?|好啊|可以|行|是的?|对的?|确认|没问题|订吧|就这样|嗯+|订|预订吧|就它|就这个|确定)"
+)
+NO = re.compile(
+    r"^\s*(?:no|nope|nah|don'?t|never\s*mind|stop|wait|not\s+(?:that|those|now))\b"
+    r"|^\s*(?:不用|不要|算了|不对|别|先不|不订)"
+)
+_ORDINALS = {
+    "first": 0,
+    "1st": 0,
+    "second": 1,
+    "2nd": 1,
+    "third": 2,
+    "3rd": 2,
+    "fourth": 3,
+    "4th": 3,
+    "fifth": 4,
+    "5th": 4,
+    "last": -1,
+}
+_PICK = re.compile(
+    r"\b(?:the\s+)?(?P<word>first|1st|second|2nd|third|3rd|fourth|4th|fifth|5th|last)(?:\s+one)?\b"
+    r"|\b(?:option|number|no\.?|#)\s*(?P<n>\d)\b|第\s*(?P<zh>\d)\s*(?:个|间|项|条)?|最后一?个"
+)
+
+
+def picked(s: str) -> int | None:
+    """Which item of a list offered the person chose ("the second one", "第二个"): 0-based,
+    -1 for the last."""
+    match = _PICK.search(s)
+    if match is None:
+        return None
+    if match["word"]:
+        return _ORDINALS[match["word"]]
+    if match["n"] or match["zh"]:
+        return int(match["n"] or match["zh"]) - 1
+    return -1
+
+
+CORRECTION = re.compile(
+    r"不是(?P<old>[^，,。;；]{1,12})[，,。;；\s]*(?:而)?是(?P<new>.+)"
+    r"|\bnot\s+(?P<old2>[^,;]{1,20})[,;]\s*(?:but\s+|it'?s\s+|make\s+it\s+)?(?P<new2>.+)"
+)
+CHANGE_WORDS = re.compile(
+    r"\b(?:instead|actually|make\s+it|change\s+(?:it\s+)?to|rather|sorry)\b|改成|换成|改为|其实|应该是"
+)

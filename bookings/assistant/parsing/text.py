@@ -13,6 +13,11 @@ CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _DASHES = re.compile(r"[\u2010-\u2015\u2212\u301c\uff5e~]")
 # "快一点", "早一点儿" mean "a bit faster/earlier", not "one o'clock".
 _NOT_ONE_OCLOCK = re.compile(r"([快慢早晚大小多少好高低近远长短宽])一点(?![钟半\d到至\-])")
+_NOT_A_NUMBER = re.compile(r"(?<![周期拜])一(?=共|下|起|样|直|定|般|些|切)")
+_PRONOUN_ONE = re.compile(
+    r"\b(first|second|third|fourth|fifth|last|that|this|which|another|any|the|a|big|small|"
+    r"bigger|smaller|other|same|next|cheaper|free|empty|quiet|new|good|nice)\s+one\b"
+)
 _CN_NUMBER = re.compile(r"(?<![周期拜])[零\u3007一二两三四五六七八九十]+")
 _CN_DIGITS = {
     "零": 0,
@@ -59,14 +64,62 @@ _GREETING = re.compile(
 )
 
 
+_LETTERS_BY_CJK = re.compile(r"(?<=[a-z])(?=[\u3400-\u9fff])|(?<=[\u3400-\u9fff])(?=[a-z])")
+# Common typos and shorthands of hurried typing, read as the word meant.
+_TYPOS = (
+    (
+        re.compile(
+            r"\b(?:tomm?or+ow|tomm?or+w|tmor+ow|tomrr?ow|2mor+ow|2moro|tomoro|tmrow|tomorow)\b"
+        ),
+        "tomorrow",
+    ),
+    (re.compile(r"\b(?:thr?u(?:r?s)?da?y|thursdy|thurdsay|thrusday|thurday)\b"), "thursday"),
+    (
+        re.compile(r"\b(?:wend?e?s?day|wedn?e?sday|wensday|wednsday|wedensday|wendsday)\b"),
+        "wednesday",
+    ),
+    (re.compile(r"\b(?:tuseday|tueday|tusday|teusday)\b"), "tuesday"),
+    (re.compile(r"\b(?:firday|fridy|frday|friady)\b"), "friday"),
+    (re.compile(r"\b(?:mondy|monady|mnday)\b"), "monday"),
+    (re.compile(r"\b(?:satuday|saterday|satruday)\b"), "saturday"),
+    (re.compile(r"\b(?:todya|tday|tdy)\b"), "today"),
+    (re.compile(r"\b(?:peple|poeple|ppl|ppls|peeps|pple)\b"), "people"),
+    (re.compile(r"\b(?:projecter|projektor|proyector|beamer|beamers)\b"), "projector"),
+    (re.compile(r"\b(?:whitebaord|whitebord|white-board)\b"), "whiteboard"),
+    (re.compile(r"\b(?:roon|rooom|rom)\b"), "room"),
+    (re.compile(r"\b(?:bok|boook|bkoo)\b"), "book"),
+    (re.compile(r"\bafternoo?n?\b|\baftenoon\b|\barvo\b"), "afternoon"),
+    (re.compile(r"\bmornin\b|\bmorining\b"), "morning"),
+    (re.compile(r"\bavail(?:able|ible|abel|alble)?\b"), "available"),
+)
+# "half past two" -> 2:30; "quarter past 3" -> 3:15; "quarter to 4" -> 3:45; "3.30" -> 3:30.
+_HALF_PAST = re.compile(r"\bhalf\s+past\s+(?P<h>\d{1,2})\b")
+_QUARTER_PAST = re.compile(r"\b(?:a\s+)?quarter\s+past\s+(?P<h>\d{1,2})\b")
+_QUARTER_TO = re.compile(r"\b(?:a\s+)?quarter\s+(?:to|til)\s+(?P<h>\d{1,2})\b")
+_DOT_TIME = re.compile(r"(?<![\d.])(?P<h>\d{1,2})\.(?P<m>[0-5]\d)(?![\d.])")
+
+
+def _clock_words(s: str) -> str:
+    s = _HALF_PAST.sub(lambda m: f"{m['h']}:30", s)
+    s = _QUARTER_PAST.sub(lambda m: f"{m['h']}:15", s)
+    s = _QUARTER_TO.sub(lambda m: f"{(int(m['h']) - 2) % 12 + 1}:45", s)
+    return _DOT_TIME.sub(lambda m: f"{m['h']}:{m['m']}", s)
+
+
 def normalize(text: str) -> str:
     """Fold width, case, dashes and number words so that later patterns see ASCII digits."""
     s = unicodedata.normalize("NFKC", text).lower()
     s = _DASHES.sub("-", s)
+    s = _LETTERS_BY_CJK.sub(" ", s)  # "订maple会议室": English words apart from Chinese ones
+    for pattern, word in _TYPOS:
+        s = pattern.sub(word, s)
     s = _GREETING.sub(" ", s)
     s = _NOT_ONE_OCLOCK.sub(r"\1一些", s)
+    s = _NOT_A_NUMBER.sub(lambda m: m.group(0)[1:], s)  # "一共", "一下": not the number 1
+    s = _PRONOUN_ONE.sub(r"\1", s)  # "the second one", "that one": not the number 1
     s = _CN_NUMBER.sub(_cn_number_to_digits, s)
     s = _EN_NUMBER.sub(lambda m: _EN_NUMBERS[m.group(1)], s)
+    s = _clock_words(s)
     return _NOON.sub("12pm", s)
 
 
@@ -96,19 +149,443 @@ def search_all(pattern: re.Pattern[str], s: str) -> Iterator[re.Match[str]]:
         pos = match.start() + 1
 
 
+# Words a hurried request is made of besides its constraints: anything else in English is a
+# word the assistant did not understand, and it asks rather than drop it.
+FILLER = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "for",
+        "to",
+        "at",
+        "on",
+        "in",
+        "from",
+        "till",
+        "until",
+        "by",
+        "with",
+        "and",
+        "or",
+        "but",
+        "so",
+        "if",
+        "it",
+        "its",
+        "it's",
+        "is",
+        "are",
+        "am",
+        "be",
+        "i",
+        "me",
+        "my",
+        "we",
+        "us",
+        "our",
+        "you",
+        "your",
+        "please",
+        "pls",
+        "plz",
+        "can",
+        "could",
+        "would",
+        "will",
+        "shall",
+        "should",
+        "may",
+        "might",
+        "need",
+        "want",
+        "wanna",
+        "gonna",
+        "like",
+        "get",
+        "grab",
+        "have",
+        "has",
+        "got",
+        "book",
+        "booking",
+        "booked",
+        "reserve",
+        "reservation",
+        "room",
+        "rooms",
+        "meeting",
+        "meetings",
+        "meet",
+        "conference",
+        "call",
+        "calls",
+        "huddle",
+        "sync",
+        "chat",
+        "session",
+        "discussion",
+        "schedule",
+        "slot",
+        "space",
+        "place",
+        "one",
+        "some",
+        "any",
+        "thanks",
+        "thank",
+        "thx",
+        "ty",
+        "hi",
+        "hello",
+        "hey",
+        "morning",
+        "afternoon",
+        "evening",
+        "tonight",
+        "night",
+        "noon",
+        "pm",
+        "am",
+        "hour",
+        "hours",
+        "hr",
+        "hrs",
+        "min",
+        "mins",
+        "minutes",
+        "minute",
+        "just",
+        "only",
+        "also",
+        "too",
+        "quick",
+        "quickly",
+        "asap",
+        "urgent",
+        "small",
+        "big",
+        "large",
+        "quiet",
+        "free",
+        "available",
+        "there",
+        "this",
+        "that",
+        "these",
+        "those",
+        "what",
+        "which",
+        "when",
+        "where",
+        "who",
+        "how",
+        "about",
+        "around",
+        "approx",
+        "approximately",
+        "roughly",
+        "people",
+        "person",
+        "persons",
+        "ppl",
+        "pax",
+        "attendees",
+        "guests",
+        "participants",
+        "colleagues",
+        "colleague",
+        "team",
+        "members",
+        "heads",
+        "of",
+        "us",
+        "them",
+        "they",
+        "do",
+        "does",
+        "did",
+        "done",
+        "make",
+        "made",
+        "let",
+        "lets",
+        "let's",
+        "see",
+        "check",
+        "show",
+        "list",
+        "tell",
+        "know",
+        "find",
+        "look",
+        "want",
+        "else",
+        "another",
+        "more",
+        "extra",
+        "second",
+        "additional",
+        "time",
+        "times",
+        "day",
+        "days",
+        "today",
+        "tomorrow",
+        "next",
+        "week",
+        "weeks",
+        "this",
+        "coming",
+        "o'clock",
+        "oclock",
+        "clock",
+        "half",
+        "quarter",
+        "past",
+        "between",
+        "through",
+        "thru",
+        "up",
+        "yes",
+        "no",
+        "ok",
+        "okay",
+        "sure",
+        "right",
+        "now",
+        "then",
+        "again",
+        "same",
+        "still",
+        "sorry",
+        "actually",
+        "instead",
+        "rather",
+        "change",
+        "not",
+        "don't",
+        "dont",
+        "any",
+        "anything",
+        "something",
+        "somewhere",
+        "near",
+        "nearby",
+        "go",
+        "ahead",
+        "mine",
+        "own",
+        "myself",
+        "each",
+        "all",
+        "both",
+        "every",
+        "please?",
+        "standup",
+        "stand-up",
+        "interview",
+        "review",
+        "planning",
+        "demo",
+        "retro",
+        "workshop",
+        "training",
+        "lunch",
+        "kickoff",
+        "kick-off",
+        "1:1",
+        "one-on-one",
+        "brainstorm",
+        "presentation",
+        "offsite",
+        "onsite",
+        "catchup",
+        "catch-up",
+        "catch",
+        "sync-up",
+        "weekly",
+        "daily",
+        "monthly",
+        "client",
+        "customer",
+        "project",
+        "sprint",
+        "board",
+        "lol",
+        "hmm",
+        "um",
+        "uh",
+        "okey",
+        "kindly",
+        "dear",
+        "would'd",
+        "i'd",
+        "i'm",
+        "im",
+        "we're",
+        "were",
+        "need",
+        "needed",
+        "needs",
+        "want",
+        "wants",
+        "wanted",
+        "looking",
+        "set",
+        "setup",
+        "arrange",
+        "organise",
+        "organize",
+        "host",
+        "hold",
+        "having",
+        "use",
+        "using",
+        "used",
+        "seats",
+        "seat",
+        "fits",
+        "fit",
+        "capacity",
+        "cancel",
+        "cancelled",
+        "move",
+        "push",
+        "back",
+        "forward",
+        "earlier",
+        "later",
+        "early",
+        "late",
+        "office",
+        "floor",
+        "building",
+        "workday",
+        "work",
+        "whole",
+        "entire",
+        "projector",
+        "projectors",
+        "projection",
+        "screen",
+        "screens",
+        "display",
+        "displays",
+        "monitor",
+        "monitors",
+        "tv",
+        "tvs",
+        "video",
+        "phone",
+        "phones",
+        "telephone",
+        "whiteboard",
+        "whiteboards",
+        "vc",
+        "zoom",
+        "webcam",
+        "camera",
+        "flip",
+        "chart",
+        "speakerphone",
+        "polycom",
+        "equipment",
+        "equipped",
+        "called",
+        "named",
+        "has",
+        "having",
+        "big-screen",
+    ]
+) | frozenset(
+    [
+        "drop",
+        "scrap",
+        "delete",
+        "remove",
+        "release",
+        "kill",
+        "few",
+        "several",
+        "bunch",
+        "handful",
+        "lots",
+        "many",
+        "couple",
+        "whole",
+        "sync-up",
+        "standups",
+        "syncs",
+        "chats",
+        "calls",
+        "meetings",
+        "bookings",
+        "reservations",
+        "moro",
+        "anyone",
+        "people's",
+        "free-up",
+        "upcoming",
+        "coming",
+        "reserved",
+        "show",
+        "list",
+        "what's",
+        "whats",
+        "which's",
+        "booked",
+        "scheduled",
+        "tmr",
+        "tmrw",
+        "tmw",
+        "tom",
+        "nxt",
+        "wk",
+        "mins",
+        "hrs",
+        "hr",
+        "ppl",
+        "pax",
+        "rm",
+        "mtg",
+        "mtgs",
+        "conf",
+        "u",
+        "ur",
+        "thx",
+        "pls",
+        "plz",
+    ]
+)
+
 # --- room and equipment ---------------------------------------------------------------------
 
 _ROOM_CODE = re.compile(r"(?<![a-z0-9])r\d+(?![a-z0-9])")
 
 _EQUIPMENT_PATTERNS = {
     "display": re.compile(
-        r"\b(?:screens?|displays?|monitors?|tvs?)\b|显示屏|显示器|大屏|屏幕|电视"
+        r"\b(?:screens?|displays?|monitors?|tvs?|big\s+screen|flat\s*screen)\b"
+        r"|显示屏|显示器|大屏|屏幕|电视|投屏"
     ),
-    "phone": re.compile(r"\b(?:tele|speaker|conference\s*)?phones?\b|电话|座机"),
+    "phone": re.compile(
+        r"\b(?:tele|speaker|conference\s*)?phones?\b|\bspeakerphone\b|\bpolycom\b|电话|座机"
+    ),
     "projector": re.compile(r"\bproject(?:or|ors|ion)\b|投影"),
-    "video": re.compile(r"\bvideo|视频"),
-    "whiteboard": re.compile(r"\bwhite\s*boards?\b|白板"),
+    "video": re.compile(
+        r"\bvideo|\bvc\b|\bzoom\b|\bteams\s+call\b|\bwebcam\b|\bcamera\b|视频|摄像头|网络会议"
+    ),
+    "whiteboard": re.compile(r"\bwhite\s*boards?\b|\bflip\s*chart\b|白板"),
 }
+# Things people ask a room to have that no room record lists: asked about, never dropped.
+UNSUPPORTED_EQUIPMENT = re.compile(
+    r"\b(?:coffee(?:\s+machine)?|sofas?|couch|standing\s+desks?|microphones?|mics?|"
+    r"speakers|sound\s+system|printer|kitchen|window|windows|wheelchair|accessible|"
+    r"hdmi|adapter|charger|air\s*con|aircon|a/?c|piano|stage|podium|lectern|dimmable|"
+    r"blackout|catering|snacks|water|tea)\b"
+    r"|麦克风|话筒|音响|咖啡|沙发|打印机|窗户|靠窗|空调|茶水|茶歇|无障碍|讲台|站立|充电"
+)
 _NEGATED = re.compile(
     r"(?:\bno|\bwithout|\b(?:do\s+not|don'?t|not)\s+(?:need|want)|\bno\s+need\s+for)"
     r"\s+(?:an?\s+|the\s+|any\s+)?$"
@@ -146,3 +623,13 @@ def extract_room_codes(s: str) -> tuple[tuple[str, ...], str]:
             codes.append(code)
         s = blank(s, match)
     return tuple(codes[:MAX_ROOMS]), s
+
+
+def unsupported_equipment(s: str) -> tuple[str, ...]:
+    """Things asked for that no room record lists ("a coffee machine", "麦克风"), unless negated."""
+    found = [
+        match.group(0).strip()
+        for match in UNSUPPORTED_EQUIPMENT.finditer(s)
+        if not _NEGATED.search(s[max(0, match.start() - 24) : match.start()])
+    ]
+    return tuple(dict.fromkeys(found))

@@ -1,0 +1,289 @@
+"""The rules planner's jobs besides booking: availability questions (read only), listing one's
+bookings (read only), cancelling one's own bookings (several only once the person confirmed
+the list), moving (not available yet: said honestly), and the questions a booking request
+raises before any write (missing fields, a guess to confirm, a room or word not understood,
+someone else named)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from agentops.contract import ModelContext, Observation, Proposal, Step, StepOutcome
+from bookings.assistant import replies
+from bookings.assistant.parsing.reading import Job, Reading
+from bookings.assistant.parsing.rooms import RoomName, close_to_a_name, nearest_names
+
+DAY_HOURS = range(9, 18)  # the hours a day's availability is read in (one search each)
+PAGE = 50
+
+
+def booking_question(
+    reading: Reading, *, rooms: Sequence[RoomName], names: Mapping[str, str], asker: Mapping
+) -> Step | None:
+    """What to ask before a booking request may write, or None when it may go ahead."""
+    frame, language = reading.frame, reading.language
+    ask = StepOutcome.ASK_USER
+    if frame.for_someone:
+        message = replies.for_someone_else(
+            language, named=frame.for_someone, asker=asker.get("employee_id", "")
+        )
+        return Step(message=message, outcome=ask)
+    if frame.unknown_rooms:
+        name = frame.unknown_rooms[0]
+        near = [replies.room_label(r.code, r.name) for r in nearest_names(name, rooms)]
+        return Step(message=replies.no_such_room(language, name=name, nearest=near), outcome=ask)
+    if frame.unknown_words:
+        word = frame.unknown_words[0]
+        close = close_to_a_name(word, rooms)
+        label = replies.room_label(close.code, close.name) if close else None
+        return Step(
+            message=replies.word_not_understood(language, word=word, room=label), outcome=ask
+        )
+    if frame.unsupported:
+        return Step(message=replies.equipment_unknown(language, frame.unsupported), outcome=ask)
+    if reading.missing:
+        return Step(
+            message=replies.missing_question(
+                language,
+                reading.missing,
+                problem=reading.extras.get("problem"),
+                vague=frame.vague_attendees,
+            ),
+            outcome=ask,
+        )
+    if reading.extras.get("declined"):
+        return Step(message=replies.declined(language), outcome=ask)
+    if reading.confirm:
+        return Step(message=replies.confirm_booking(language, reading, names), outcome=ask)
+    return None
+
+
+def propose(
+    ctx: ModelContext,
+    reading: Reading,
+    *,
+    names: Mapping[str, str],
+    rooms: Sequence[RoomName],
+    now: datetime,
+) -> Step:
+    language = reading.language
+    if reading.job == Job.MOVE:
+        return Step(message=replies.move_unavailable(language), outcome=StepOutcome.DONE)
+    if reading.job == Job.UNCLEAR:
+        return Step(message=replies.what_can_i_do(language), outcome=StepOutcome.ASK_USER)
+    if reading.frame.for_someone and reading.job == Job.CANCEL:
+        message = replies.for_someone_else(
+            language, named=reading.frame.for_someone, asker=ctx.subject.get("employee_id", "")
+        )
+        return Step(message=message, outcome=StepOutcome.ASK_USER)
+    if reading.frame.unknown_rooms:
+        name = reading.frame.unknown_rooms[0]
+        near = [replies.room_label(r.code, r.name) for r in nearest_names(name, rooms)]
+        return Step(
+            message=replies.no_such_room(language, name=name, nearest=near),
+            outcome=StepOutcome.ASK_USER,
+        )
+    if reading.job == Job.AVAILABILITY:
+        return _availability(ctx, reading, names, now)
+    if reading.job == Job.LIST:
+        return _list(ctx, reading, names, now)
+    return _cancel(ctx, reading, names, now)
+
+
+# --- availability -----------------------------------------------------------------------------
+
+
+def _windows(reading: Reading, now: datetime) -> list[tuple[datetime, datetime]]:
+    if reading.start_at is not None and reading.end_at is not None:
+        return [(reading.start_at, reading.end_at)]
+    assert reading.day_window is not None  # noqa: S101 (a date is required)
+    day = reading.day_window[0]
+    slots = [(day.replace(hour=h), day.replace(hour=h) + timedelta(hours=1)) for h in DAY_HOURS]
+    return [(s, e) for s, e in slots if s >= now]
+
+
+def _availability(
+    ctx: ModelContext, reading: Reading, names: Mapping[str, str], now: datetime
+) -> Step:
+    language, frame = reading.language, reading.frame
+    if reading.missing:
+        return Step(
+            message=replies.missing_question(
+                language, reading.missing, problem=reading.extras.get("problem")
+            ),
+            outcome=StepOutcome.ASK_USER,
+        )
+    windows = _windows(reading, now)
+    if not windows:
+        return Step(message=replies.day_over(language), outcome=StepOutcome.DONE)
+    searches = [
+        {
+            "start_at": s.isoformat(),
+            "end_at": e.isoformat(),
+            "attendees": frame.attendees or 1,
+            "equipment": list(frame.equipment),
+            **({"room_id": frame.rooms[0]} if len(frame.rooms) == 1 else {}),
+        }
+        for s, e in windows
+    ]
+    found = [o for o in ctx.history if o.tool == "find_available_rooms"]
+    if not found:
+        return Step([Proposal("find_available_rooms", args) for args in searches])
+    if any(not o.result.get("ok") for o in found):
+        bad = next(o for o in found if not o.result.get("ok"))
+        return Step(
+            message=replies.search_refused(language, bad.result), outcome=StepOutcome.GAVE_UP
+        )
+    free: dict[str, list[tuple[datetime, datetime]]] = {}
+    for o in found:
+        start = datetime.fromisoformat(o.arguments["start_at"])
+        end = datetime.fromisoformat(o.arguments["end_at"])
+        for room in o.result.get("data", {}).get("rooms", []):
+            free.setdefault(room["room_id"], []).append((start, end))
+    if frame.rooms:
+        free = {code: spans for code, spans in free.items() if code in frame.rooms}
+    order = _rank(found, ctx.subject.get("department", ""))
+    free = {code: free[code] for code in order if code in free}
+    message = replies.availability(
+        language,
+        free=free,
+        names=names,
+        asked_rooms=list(frame.rooms),
+        day=windows[0][0],
+        whole_slot=len(windows) == 1 and reading.start_at is not None,
+        people=frame.attendees,
+    )
+    return Step(message=message, outcome=StepOutcome.DONE)
+
+
+def _rank(found: list[Observation], department: str) -> list[str]:
+    """The rooms found, best first as the booking planner ranks them (own department, no
+    approval, smallest): the order the reply lists them in, so "the second one" is the one the
+    person saw second."""
+    rooms = {}
+    for o in found:
+        for room in o.result.get("data", {}).get("rooms", []):
+            rooms[room["room_id"]] = room
+    ranked = sorted(
+        rooms.values(),
+        key=lambda r: (
+            r["requires_approval"],
+            r["department"] != department,
+            r["capacity"],
+            int(r["room_id"][1:]),
+        ),
+    )
+    return [r["room_id"] for r in ranked]
+
+
+# --- my bookings ------------------------------------------------------------------------------
+
+
+def _pages(ctx: ModelContext) -> tuple[list[dict[str, Any]], Observation | None]:
+    pages = [o for o in ctx.history if o.tool == "list_my_bookings"]
+    items: list[dict[str, Any]] = []
+    for o in pages:
+        items.extend(o.result.get("data", {}).get("bookings", []))
+    return items, (pages[-1] if pages else None)
+
+
+def _list_step(ctx: ModelContext, last: Observation | None) -> Step | None:
+    """The next page to read, if any (at most three pages)."""
+    if last is None:
+        return Step([Proposal("list_my_bookings", {"limit": PAGE})])
+    data = last.result.get("data", {})
+    pages = sum(1 for o in ctx.history if o.tool == "list_my_bookings")
+    if last.result.get("ok") and data.get("has_more") and data.get("next_cursor") and pages < 3:
+        return Step([Proposal("list_my_bookings", {"limit": PAGE, "cursor": data["next_cursor"]})])
+    return None
+
+
+def _matching(items: list[dict[str, Any]], reading: Reading, now: datetime) -> list[dict[str, Any]]:
+    """The person's confirmed bookings the reading names: the day or week, the start time, the
+    room; upcoming ones when no day is named."""
+    frame = reading.frame
+    chosen = []
+    for b in items:
+        if b.get("status") != "confirmed":
+            continue
+        start = datetime.fromisoformat(b["start_at"]).astimezone(now.tzinfo)
+        end = datetime.fromisoformat(b["end_at"]).astimezone(now.tzinfo)
+        if reading.day_window is not None:
+            lo, hi = reading.day_window
+            if not (lo <= start < hi):
+                continue
+        elif end <= now:
+            continue
+        named_start = frame.start is not None and reading.job == Job.CANCEL
+        if named_start and start.hour * 60 + start.minute != frame.start:
+            continue
+        if frame.rooms and b["room_id"] not in frame.rooms:
+            continue
+        chosen.append(b)
+    return sorted(chosen, key=lambda b: b["start_at"])
+
+
+def _list(ctx: ModelContext, reading: Reading, names: Mapping[str, str], now: datetime) -> Step:
+    items, last = _pages(ctx)
+    step = _list_step(ctx, last)
+    if step is not None:
+        return step
+    if last is not None and not last.result.get("ok"):
+        return Step(
+            message=replies.search_refused(reading.language, last.result),
+            outcome=StepOutcome.GAVE_UP,
+        )
+    chosen = _matching(items, reading, now)
+    return Step(
+        message=replies.my_bookings(reading.language, chosen, names=names, when=reading.day_window),
+        outcome=StepOutcome.DONE,
+    )
+
+
+# --- cancelling -------------------------------------------------------------------------------
+
+
+def _cancel(ctx: ModelContext, reading: Reading, names: Mapping[str, str], now: datetime) -> Step:
+    language, frame = reading.language, reading.frame
+    cancels = [o for o in ctx.history if o.tool == "cancel_booking"]
+    if cancels and not cancels[-1].result.get("ok"):
+        return Step(
+            message=replies.cancel_refused(language, cancels[-1].result),
+            outcome=StepOutcome.GAVE_UP,
+        )
+    done = {o.arguments.get("booking_id") for o in cancels if o.result.get("ok")}
+    if frame.bookings:
+        if not reading.ready:
+            return Step(
+                message=replies.confirm_cancel(language, list(frame.bookings), [], names),
+                outcome=StepOutcome.ASK_USER,
+            )
+        remaining = [code for code in frame.bookings if code not in done]
+        if not remaining:
+            return Step(outcome=StepOutcome.DONE)  # the runtime reports from verified receipts
+        return Step([Proposal("cancel_booking", {"booking_id": remaining[0]})])
+    if done:
+        return Step(outcome=StepOutcome.DONE)
+    items, last = _pages(ctx)
+    step = _list_step(ctx, last)
+    if step is not None:
+        return step
+    if last is not None and not last.result.get("ok"):
+        return Step(
+            message=replies.search_refused(language, last.result), outcome=StepOutcome.GAVE_UP
+        )
+    chosen = _matching(items, reading, now)
+    if not chosen:
+        return Step(
+            message=replies.nothing_to_cancel(language, when=reading.day_window),
+            outcome=StepOutcome.ASK_USER,
+        )
+    if len(chosen) == 1 and reading.ready and "which" not in reading.missing:
+        return Step([Proposal("cancel_booking", {"booking_id": chosen[0]["booking_id"]})])
+    # Several (or none named): the person confirms the list before anything is cancelled.
+    return Step(
+        message=replies.confirm_cancel(language, [b["booking_id"] for b in chosen], chosen, names),
+        outcome=StepOutcome.ASK_USER,
+    )

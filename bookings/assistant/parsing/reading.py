@@ -1,0 +1,516 @@
+"""A conversation read as one request: what job it asks for (book, availability, list, cancel,
+move), with which constraints, and what is still to be asked. Pure functions: the rooms come in
+as data, the earlier turns as their frames (what each turn had understood, JSON-able).
+
+A follow-up answers the question of the turn before ("4" after "how many people?", "yes" after a
+confirmation, "the second one" after a list, "不是明天, 是后天"): it is merged into that turn's
+frame, and the merged frame is read again from scratch, so the delegation is always rebuilt
+from everything the person said, and a later turn changes only what it names.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import date, datetime, timedelta
+from enum import StrEnum
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from bookings.assistant.parsing.attendees import (
+    INTENT,
+    VAGUE,
+    extract_attendees,
+    extract_counting,
+)
+from bookings.assistant.parsing.dates import extract_date, extract_week
+from bookings.assistant.parsing.intent import (
+    CHANGE_WORDS,
+    CONDITION,
+    CORRECTION,
+    NO,
+    YES,
+    job_of,
+    named_beneficiary,
+    named_person,
+    picked,
+    wants_another_room,
+)
+from bookings.assistant.parsing.rooms import RoomName, find_rooms, fold
+from bookings.assistant.parsing.text import (
+    CJK,
+    FILLER,
+    extract_equipment,
+    normalize,
+    unsupported_equipment,
+)
+from bookings.assistant.parsing.times import (
+    END_BEFORE_START,
+    NO_END,
+    at_minutes,
+    extract_time_span,
+    text_period,
+)
+
+
+class Job(StrEnum):
+    BOOK = "book"
+    AVAILABILITY = "availability"
+    LIST = "list"
+    CANCEL = "cancel"
+    MOVE = "move"
+    UNCLEAR = "unclear"  # not a request the assistant can read as any job
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What the conversation has said so far. Every field is the person's own word, never a
+    default: a later turn overrides only the fields it names."""
+
+    job: str | None = None
+    day: str | None = None  # ISO date
+    week: tuple[str, str] | None = None  # [monday, next monday) for "this week"
+    start: int | None = None  # minutes after midnight
+    end: int | None = None
+    time_problem: str | None = None
+    attendees: int | None = None
+    upper_bound: bool = False  # attendees is the top of a range ("五六个人")
+    vague_attendees: bool = False
+    equipment: tuple[str, ...] = ()
+    rooms: tuple[str, ...] = ()
+    unknown_rooms: tuple[str, ...] = ()
+    unknown_words: tuple[str, ...] = ()
+    unsupported: tuple[str, ...] = ()
+    for_someone: str | None = None
+    bookings: tuple[str, ...] = ()  # booking codes named (B204)
+    all_bookings: bool = False
+    another_room: bool = False
+    condition: bool = False
+    guessed: tuple[str, ...] = ()  # fields read by a convention the person should confirm
+    confirmed: bool = False
+    options: tuple[str, ...] = ()  # what the reply offered (room or booking codes), in order
+    open: bool = False  # the turn ended asking or offering: a follow-up answers it
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Frame | None:
+        if not data:
+            return None
+        known = {f: data[f] for f in cls.__dataclass_fields__ if f in data}
+        for name, value in list(known.items()):
+            if isinstance(value, list):
+                known[name] = tuple(value)
+        try:
+            return cls(**known)
+        except TypeError:
+            return None
+
+
+@dataclass(frozen=True)
+class Reading:
+    job: Job
+    language: str
+    frame: Frame
+    missing: tuple[str, ...] = ()  # what to ask for, in the order date, time, attendees
+    confirm: bool = False  # a complete reading that rests on a guess: confirm before writing
+    start_at: datetime | None = None
+    end_at: datetime | None = None
+    day_window: tuple[datetime, datetime] | None = None  # the day(s) asked about, whole
+    yes: bool = False
+    no: bool = False
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def writes(self) -> int:
+        """How many writes this reading allows (0: read or ask only)."""
+        f = self.frame
+        if self.job == Job.BOOK and self.ready:
+            return max(1, len(f.rooms)) if len(f.rooms) > 1 else 1
+        if self.job == Job.CANCEL and self.ready:
+            if f.bookings:
+                return len(f.bookings)
+            return 1
+        return 0
+
+    @property
+    def ready(self) -> bool:
+        """Nothing to ask: the job can be done as read."""
+        return not self.missing and not self.confirm and not self.blocked
+
+    @property
+    def blocked(self) -> str | None:
+        """Why the job cannot be done as asked, whatever else is said."""
+        f = self.frame
+        if f.for_someone:
+            return "for_someone_else"
+        if f.unknown_rooms:
+            return "unknown_room"
+        if f.unknown_words:
+            return "unknown_words"
+        if f.unsupported:
+            return "unsupported_equipment"
+        if f.vague_attendees and f.attendees is None and self.job == Job.BOOK:
+            return None  # asked as a missing field
+        return None
+
+
+# --- reading one turn -----------------------------------------------------------------------
+
+_EOD = re.compile(
+    r"\b(?:(?:at\s+)?the\s+)?end\s+of\s+(?:the\s+)?(?:work\s*)?day\b|\beod\b|\bcob\b|下班前"
+)
+_UNTIL_EOD = re.compile(
+    r"\b(?:until|till|to|through)\s+(?:the\s+)?end\s+of\s+(?:the\s+)?day\b|\buntil\s+eod\b"
+)
+_BOOKING_CODE = re.compile(r"(?<![a-z0-9])b(?P<n>\d{1,9})(?![a-z0-9])")
+_ALL = re.compile(r"\ball\b|\bevery\b|\bboth\b|全部|所有|都")
+_OFFERED = re.compile(r"\b([RB]\d{1,9})\b")
+_ASCII_WORD = re.compile(r"[a-z][a-z'-]*")
+
+
+@dataclass(frozen=True)
+class _Turn:
+    frame: Frame
+    yes: bool
+    no: bool
+    pick: int | None
+    correction: bool
+    has_intent: bool
+
+
+def _read_turn(
+    text: str, *, today: date, rooms: Sequence[RoomName], job_hint: str | None = None
+) -> _Turn:
+    """The fields one turn names, nothing else."""
+    original = text
+    normalized = normalize(text)
+    correction = False
+    match = CORRECTION.search(normalized)
+    if match is not None:
+        normalized = match["new"] or match["new2"] or normalized
+        correction = True
+    if CHANGE_WORDS.search(normalized):
+        correction = True
+    yes = YES.search(normalized) is not None
+    no = NO.search(normalized) is not None and not yes
+    pick = picked(normalized)
+    job = job_of(normalized)
+
+    room_names = frozenset(fold(r.name) for r in rooms)
+    person = named_person(original, normalized, room_names)
+    employee = named_beneficiary(normalized)
+    found = find_rooms(normalized, rooms)
+    s = found.rest
+    bookings = tuple(dict.fromkeys(f"B{int(m['n'])}" for m in _BOOKING_CODE.finditer(s)))
+    s = _BOOKING_CODE.sub(" ", s)
+    equipment = extract_equipment(s)
+    unsupported = unsupported_equipment(s)
+    week, s_week = extract_week(s, today)
+    day, s = extract_date(s, today)
+    if day is None and week is not None:
+        s = s_week
+    else:
+        week = None
+    guessed: list[str] = []
+    if _UNTIL_EOD.search(s):
+        s = _UNTIL_EOD.sub(" to 6pm ", s)
+    elif _EOD.search(s):
+        s = _EOD.sub(" 5pm-6pm ", s)
+        guessed.append("time")
+    counted, upper, s = extract_counting(s)
+    span, s = extract_time_span(s, text_period(normalized))
+    attendees, s = extract_attendees(s)
+    if counted is not None:
+        attendees = counted
+    bare_number = re.fullmatch(
+        r"\s*(?:make\s+it|it'?s|we'?re|we\s+are|for|just|改成|就|那就)?\s*(?P<n>\d{1,3})\s*"
+        r"(?:个|位|人|people)?\s*(?:instead|吧)?\s*[.!。]?\s*",
+        normalized,
+    )
+    if attendees is None and bare_number and job_hint == "attendees":
+        attendees = int(bare_number["n"])
+        s = ""
+    vague = attendees is None and VAGUE.search(normalized) is not None
+    if re.search(
+        r"(?<![\d.])(\d+)\s*(?:-|to|or|到|至|或)\s*(\d+)\s*(?:people|人|个人|位)", normalized
+    ):
+        upper = True
+    unknown_words = _unknown_words(s, rooms)
+    frame = Frame(
+        job=job,
+        day=day.isoformat() if day else None,
+        week=(week[0].isoformat(), week[1].isoformat()) if week else None,
+        start=span.start,
+        end=span.end,
+        time_problem=span.problem,
+        attendees=attendees,
+        upper_bound=upper and attendees is not None,
+        vague_attendees=vague,
+        equipment=equipment,
+        rooms=found.codes,
+        unknown_rooms=found.unknown,
+        unknown_words=unknown_words,
+        unsupported=unsupported,
+        for_someone=employee or person,
+        bookings=bookings,
+        all_bookings=_ALL.search(normalized) is not None,
+        another_room=wants_another_room(normalized),
+        condition=CONDITION.search(normalized) is not None,
+        guessed=tuple(guessed),
+    )
+    has_intent = bool(INTENT.search(normalized)) or job is not None
+    return _Turn(frame, yes, no, pick, correction, has_intent)
+
+
+def _unknown_words(s: str, rooms: Sequence[RoomName]) -> tuple[str, ...]:
+    """English words left over once every constraint is read, that are not the filler of a
+    request: a room name mistyped ("bambo"), a place ("Everest"), a constraint not understood."""
+    left = re.findall(
+        r"(?<![\d:.第])\d+(?![\d:.])(?!\s*(?:个|间|下|次|楼|层|f\b|floor|st\b|nd\b|rd\b|th\b))", s
+    )
+    for word in _ASCII_WORD.findall(s):
+        word = word.strip("'-")
+        if len(word) < 3 or word in FILLER or word.rstrip("s") in FILLER:
+            continue
+        left.append(word)
+    return tuple(dict.fromkeys(left))[:3]
+
+
+# --- the conversation -----------------------------------------------------------------------
+
+
+def _merge(before: Frame, now: Frame, turn: _Turn) -> Frame:
+    """``before`` with what ``now`` names: a field the later turn names replaces the earlier
+    one; nothing else changes."""
+    changes: dict[str, Any] = {}
+    for name in (
+        "day",
+        "week",
+        "attendees",
+        "for_someone",
+    ):
+        value = getattr(now, name)
+        if value is not None:
+            changes[name] = value
+    if now.attendees is not None:
+        changes["upper_bound"] = now.upper_bound
+        changes["vague_attendees"] = False
+    if now.start is not None:
+        changes.update(start=now.start, end=now.end, time_problem=now.time_problem)
+        changes["guessed"] = tuple(g for g in before.guessed if g != "time") + tuple(
+            g for g in now.guessed if g == "time"
+        )
+    elif now.time_problem:
+        changes["time_problem"] = now.time_problem
+    for name in ("equipment", "unsupported", "bookings"):
+        value = getattr(now, name)
+        if value:
+            changes[name] = tuple(dict.fromkeys(getattr(before, name) + value))
+    if now.rooms or now.unknown_rooms:
+        changes["rooms"], changes["unknown_rooms"] = now.rooms, now.unknown_rooms
+    elif before.unknown_rooms and turn.pick is None and not turn.yes:
+        changes["unknown_rooms"] = before.unknown_rooms  # still unanswered
+    changes["unknown_words"] = now.unknown_words
+    if now.all_bookings:
+        changes["all_bookings"] = True
+    if now.another_room:
+        changes["another_room"] = True
+    if now.condition:
+        changes["condition"] = True
+    if turn.pick is not None and before.options:
+        index = turn.pick
+        if -len(before.options) <= index < len(before.options):
+            choice = before.options[index]
+            if choice.startswith("B"):
+                changes["bookings"] = (choice,)
+            else:
+                changes["rooms"], changes["unknown_rooms"] = (choice,), ()
+                if before.job == Job.AVAILABILITY:
+                    changes["job"] = Job.BOOK.value
+    if turn.yes and before.options and before.job == Job.CANCEL:
+        changes["bookings"] = before.options
+    if turn.yes:
+        changes["confirmed"] = True
+        if before.job == Job.AVAILABILITY and len(before.options) == 1:
+            changes["rooms"], changes["job"] = before.options, Job.BOOK.value
+    if now.job == Job.MOVE:
+        changes["job"] = before.job
+    elif now.job is not None and now.job != before.job and now.job in (Job.BOOK, Job.CANCEL):
+        changes["job"] = now.job
+    changes["options"] = ()
+    changes["open"] = False
+    # A changed field is a new reading: what was confirmed was the old one.
+    if any(k in changes for k in ("day", "start", "attendees", "rooms")) and not turn.yes:
+        changes["confirmed"] = False
+    return replace(before, **changes)
+
+
+def language_of(text: str, conversation: Sequence[Mapping[str, Any]] = ()) -> str:
+    """ "zh" when the text has a Chinese character; a short answer with none ("4", "ok")
+    keeps the conversation's language."""
+    if CJK.search(text):
+        return "zh"
+    if conversation and not re.search(r"[a-zA-Z]{3,}\s+[a-zA-Z]{3,}\s+[a-zA-Z]{3,}", text):
+        earlier = (conversation[-1].get("understood") or {}).get("language")
+        if earlier in ("en", "zh"):
+            return earlier
+    return "en"
+
+
+def read(
+    text: str,
+    *,
+    now: datetime,
+    tz: ZoneInfo,
+    rooms: Sequence[RoomName] = (),
+    conversation: Sequence[Mapping[str, Any]] = (),
+) -> Reading:
+    """Read ``text`` as the latest turn of ``conversation`` (the earlier turns, oldest first,
+    each {"understood": ..., "reply": ...}). ``now`` anchors relative dates; a naive ``now`` is wall time in ``tz``."""
+    local_now = now.astimezone(tz) if now.tzinfo is not None else now.replace(tzinfo=tz)
+    today = local_now.date()
+    language = language_of(text, conversation)
+    last = conversation[-1] if conversation else {}
+    earlier = last.get("understood") or {}
+    before = Frame.from_json(earlier.get("frame"))
+    if before is not None:
+        reply = str(last.get("reply") or "")
+        kind = "B" if before.job == Job.CANCEL else "R"
+        options = tuple(dict.fromkeys(c for c in _OFFERED.findall(reply) if c[0] == kind))
+        asks = reply.rstrip().endswith(("?", "？"))
+        offered = bool(options) and (asks or before.job == Job.AVAILABILITY)
+        before = replace(
+            before,
+            options=options if offered else (),
+            open=before.open or asks or offered,
+        )
+    asked = earlier.get("missing") or ()
+    hint = "attendees" if "attendees" in asked else None
+    turn = _read_turn(text, today=today, rooms=rooms, job_hint=hint)
+    frame = turn.frame
+    if before is not None and before.open and _follows_up(before, turn):
+        frame = _merge(before, frame, turn)
+        return _finish(frame, language, local_now, tz, yes=turn.yes, no=turn.no)
+    changes_a_booking = before is not None and not before.open and before.job == Job.BOOK
+    if changes_a_booking and turn.correction and frame.job is None and not turn.has_intent:
+        frame = replace(frame, job=Job.MOVE.value)  # changing a booking already made
+    if frame.job is None:
+        frame = replace(frame, job=_default_job(frame, turn))
+    if (
+        frame.job == Job.CANCEL
+        and not frame.bookings
+        and frame.day is None
+        and frame.week is None
+        and before is not None
+        and before.job == Job.BOOK
+    ):
+        # "cancel it" right after a booking: the booking the last reply named.
+        made = tuple(dict.fromkeys(re.findall(r"\bB\d{1,9}\b", str(last.get("reply") or ""))))
+        if len(made) == 1:
+            frame = replace(frame, bookings=made)
+    return _finish(frame, language, local_now, tz, yes=turn.yes, no=turn.no)
+
+
+def _follows_up(before: Frame, turn: _Turn) -> bool:
+    """Whether the turn answers the open question rather than asking something new."""
+    job = turn.frame.job
+    if job == Job.MOVE and before.job == Job.BOOK:
+        return True  # "改成6个人" changes the request still being asked about, not a booking
+    if turn.yes or turn.no or turn.pick is not None or turn.correction:
+        return job in (None, before.job) or job == Job.BOOK
+    if job is not None and job != before.job:
+        return before.job == Job.AVAILABILITY and job == Job.BOOK
+    return True
+
+
+def _default_job(frame: Frame, turn: _Turn) -> str:
+    looks_like_booking = (
+        turn.has_intent
+        or bool(frame.rooms or frame.unknown_rooms or frame.equipment)
+        or frame.attendees is not None
+        or (frame.day is not None and frame.end is not None)
+    )
+    return Job.BOOK.value if looks_like_booking else Job.UNCLEAR.value
+
+
+def _finish(
+    frame: Frame, language: str, now: datetime, tz: ZoneInfo, *, yes: bool, no: bool
+) -> Reading:
+    job = Job(frame.job or Job.UNCLEAR)
+    day = date.fromisoformat(frame.day) if frame.day else None
+    midnight = datetime(day.year, day.month, day.day, tzinfo=tz) if day else None
+    start_at = end_at = None
+    time_problem = frame.time_problem
+    if midnight is not None and frame.start is not None and frame.end is not None:
+        start_at, end_at = at_minutes(midnight, frame.start), at_minutes(midnight, frame.end)
+        if end_at <= start_at:
+            time_problem = END_BEFORE_START
+    if frame.start is not None and frame.end is None:
+        time_problem = NO_END
+    elif midnight is None and frame.start is not None and frame.end is not None:
+        time_problem = END_BEFORE_START if frame.end <= frame.start else time_problem
+    day_window = None
+    if midnight is not None:
+        day_window = (midnight, midnight + timedelta(days=1))
+    elif frame.week:
+        monday = date.fromisoformat(frame.week[0])
+        start = datetime(monday.year, monday.month, monday.day, tzinfo=tz)
+        day_window = (start, start + timedelta(days=7))
+    extras: dict[str, Any] = {}
+    if time_problem:
+        extras["problem"] = time_problem
+    missing: tuple[str, ...] = ()
+    confirm = False
+    if job == Job.BOOK:
+        missing = tuple(
+            name
+            for name, absent in (
+                ("date", day is None),
+                ("time", frame.start is None or frame.end is None or time_problem is not None),
+                ("attendees", frame.attendees is None and len(frame.rooms) < 2),
+            )
+            if absent
+        )
+        confirm = bool(frame.guessed) and not frame.confirmed
+    elif job == Job.AVAILABILITY:
+        missing = ("date",) if day is None else ()
+        if frame.start is not None and (start_at is None or time_problem):
+            missing += ("time",)
+    elif job == Job.CANCEL:
+        if not frame.bookings and day_window is None:
+            missing = ("which",)
+        elif not frame.bookings and frame.start is not None and frame.end is None:
+            pass  # "my 3pm": a start names the booking
+    reading = Reading(
+        job=job,
+        language=language,
+        frame=frame,
+        missing=missing,
+        confirm=confirm,
+        start_at=start_at,
+        end_at=end_at,
+        day_window=day_window,
+        yes=yes,
+        no=no,
+        extras=extras,
+    )
+    if no and frame.open is False and job == Job.BOOK and frame.confirmed is False and not missing:
+        # "no" to a confirmation: nothing is booked, the person says what to change.
+        return replace(reading, confirm=True, extras=extras | {"declined": True})
+    return reading
+
+
+def understood(reading: Reading) -> dict[str, Any]:
+    """The JSON-able record of a turn, kept with the conversation: the frame (open when the
+    turn asks something), what was missing and the language. What the reply offered is read
+    back from the reply itself (the codes the person saw)."""
+    frame = replace(reading.frame, open=not reading.ready, options=())
+    return {
+        "job": reading.job.value,
+        "language": reading.language,
+        "frame": frame.to_json(),
+        "missing": list(reading.missing),
+    }

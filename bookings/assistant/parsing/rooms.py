@@ -1,0 +1,193 @@
+"""The rooms a request names: by code ("R7", "7号会议室", "room 7") and by name ("Maple",
+"pine room", "LOTUS", "订Maple"), and names that match no room ("the Atlantis room",
+"星河会议室"), with the nearest real names. Matched on normalized text (NFKC, lower case), so
+case, spacing and full width do not matter."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from bookings.assistant.parsing.text import FILLER, blank
+
+
+@dataclass(frozen=True)
+class RoomName:
+    """A room as the parser knows it: code, display name, whether it can be booked."""
+
+    code: str
+    name: str
+    bookable: bool = True
+
+
+@dataclass(frozen=True)
+class RoomsFound:
+    codes: tuple[str, ...]  # every room named, in order, without repeats
+    unknown: tuple[str, ...]  # names that match no room, as written (lower case)
+    rest: str  # the text with the rooms blanked out
+
+
+_CODE = re.compile(r"(?<![a-z0-9])r(?P<n>\d{1,4})(?![a-z0-9])")
+_ZH_CODE = re.compile(r"(?<![\d.:])(?P<n>\d{1,4})\s*号\s*(?:会议室|房间|房|室|厅)")
+_EN_ROOM_NUMBER = re.compile(
+    r"\broom\s*(?:no\.?|number|#)?\s*(?P<n>\d{1,4})\b"
+    r"(?!\s*(?:[-:.~]|to\b|till\b|until\b|[ap]\.?m\b|o'?clock|点|时|people|ppl|persons?|pax|"
+    r"guests?|人|位|个))"
+)
+# Words that come before "room" / "会议室" without naming one.
+_GENERIC = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "any",
+        "some",
+        "one",
+        "my",
+        "our",
+        "this",
+        "that",
+        "big",
+        "bigger",
+        "large",
+        "larger",
+        "small",
+        "smaller",
+        "quiet",
+        "meeting",
+        "conference",
+        "free",
+        "empty",
+        "available",
+        "open",
+        "booked",
+        "same",
+        "other",
+        "another",
+        "second",
+        "new",
+        "nice",
+        "good",
+        "quick",
+        "huddle",
+        "private",
+        "phone",
+        "video",
+        "call",
+        "team",
+        "board",
+        "boardroom",
+        "cheap",
+        "little",
+        "bookable",
+        "usual",
+        "normal",
+        "regular",
+        "1",
+        "2",
+        "3",
+        "4",
+        "5",
+        "6",
+        "7",
+        "8",
+        "9",
+        "10",
+        "which",
+        "what",
+        "whose",
+        "your",
+    ]
+)
+_EN_UNKNOWN = (
+    re.compile(r"\b(?:the\s+)?(?P<name>[a-z][a-z'-]{2,})\s+(?:meeting\s+)?room\b"),
+    re.compile(r"\broom\s+(?:called|named)\s+(?P<name>[a-z][a-z'-]{1,})\b"),
+    re.compile(r"\b(?:book|reserve|get|need|want)\s+room\s+(?P<name>[a-z][a-z'-]{2,})\b"),
+)
+_ZH_GENERIC = re.compile(
+    r"^(?:.*[订约要用个间的大小空哪些这那我你他们帮给看查问有没能吗一两\d].*|会议|开会|视频|电话|培训|多功能|临时|普通|独立)$"
+)
+_ZH_UNKNOWN = re.compile(r"(?P<name>[\u4e00-\u9fff]{2,6})(?:会议室|厅)")
+
+
+def find_rooms(s: str, rooms: Sequence[RoomName]) -> RoomsFound:
+    """Find every room ``s`` names by code or name; unknown names are those written like a
+    room's name ("X room", "X会议室", "X厅") that match none."""
+    codes: list[str] = []
+    known_codes = {r.code for r in rooms}
+
+    def add(code: str) -> None:
+        if code not in codes:
+            codes.append(code)
+
+    for pattern in (_CODE, _ZH_CODE):
+        for match in pattern.finditer(s):
+            add(f"R{int(match['n'])}")
+            s = blank(s, match)
+    for match in _EN_ROOM_NUMBER.finditer(s):
+        code = f"R{int(match['n'])}"
+        if code in known_codes:
+            add(code)
+            s = blank(s, match)
+    for room in sorted(rooms, key=lambda r: -len(r.name)):
+        pattern = name_pattern(room.name)
+        if pattern is None:
+            continue
+        for match in pattern.finditer(s):
+            add(room.code)
+            s = blank(s, match)
+    unknown: list[str] = []
+    for pattern in _EN_UNKNOWN:
+        for match in pattern.finditer(s):
+            name = match["name"]
+            if name not in _GENERIC and name not in FILLER and name not in unknown:
+                unknown.append(name)
+                s = blank(s, match)
+    for match in _ZH_UNKNOWN.finditer(s):
+        name = _zh_name(match["name"])
+        if name and name not in unknown:
+            unknown.append(name)
+            s = blank(s, match)
+    return RoomsFound(tuple(codes), tuple(unknown), s)
+
+
+def _zh_name(run: str) -> str | None:
+    """The longest tail of ``run`` that reads as a name ("要用星河" -> "星河"), if any."""
+    for start in range(len(run) - 1):
+        tail = run[start:]
+        if len(tail) <= 4 and not _ZH_GENERIC.match(tail):
+            return tail
+    return None
+
+
+def fold(name: str) -> str:
+    return re.sub(r"\s+", "", name.lower())
+
+
+def name_pattern(name: str) -> re.Pattern[str] | None:
+    """A room's name as a pattern: any spacing between its letters' words, not inside a longer
+    English word ("pine" is not in "spine"), anywhere in Chinese text ("订maple会议室")."""
+    words = re.findall(r"\w+", name.lower())
+    if not words or (len(words) == 1 and len(words[0]) < 3):
+        return None
+    body = r"\s*".join(re.escape(w) for w in words)
+    return re.compile(rf"(?<![a-z0-9]){body}(?:\s*(?:room|会议室|房间|室))?(?![a-z0-9])")
+
+
+def nearest_names(word: str, rooms: Sequence[RoomName], *, limit: int = 3) -> list[RoomName]:
+    """The bookable rooms whose names are closest to ``word`` (best first); when none is close,
+    the bookable rooms' names alphabetically (at most ``limit``)."""
+    bookable = [r for r in rooms if r.bookable]
+    by_name = {fold(r.name): r for r in bookable}
+    close = difflib.get_close_matches(fold(word), list(by_name), n=limit, cutoff=0.6)
+    return [by_name[n] for n in close]
+
+
+def close_to_a_name(word: str, rooms: Sequence[RoomName]) -> RoomName | None:
+    """A room whose name ``word`` is probably a typo of ("bambo", "lotsu")."""
+    found = nearest_names(word, rooms, limit=1)
+    if found and difflib.SequenceMatcher(None, fold(word), fold(found[0].name)).ratio() >= 0.75:
+        return found[0]
+    return None

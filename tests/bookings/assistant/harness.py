@@ -1,0 +1,312 @@
+"""Drive the booking assistant through a conversation the way the runtime does, against the real
+database: each turn is read by the Assistant hook (read_request, with the earlier turns), the
+rules planner proposes step by step, every proposal passes the gate's schema and delegation
+checks and runs through the tool's own handler, and the reply is worded as the verifier words
+it. What it cannot do is the runtime's part (Celery, idempotency records, approvals): a call the
+policy would send to an approver is recorded as such and not executed.
+
+Used by the evaluation set (tests/bookings/assistant/test_eval.py) and bench/assistant_eval.py.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from agentops.contract import (
+    CallContext,
+    ConversationTurn,
+    ModelContext,
+    Observation,
+    ReplyKind,
+    SideEffect,
+    StepOutcome,
+    ToolError,
+)
+
+CASES = Path(__file__).with_name("eval_cases.jsonl")
+SHANGHAI = ZoneInfo("Asia/Shanghai")
+WEEKDAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+MAX_STEPS = 12
+
+
+def load_cases() -> list[dict[str, Any]]:
+    lines = CASES.read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip() and not line.startswith("//")]
+
+
+def resolve_day(spec: str, today: date) -> date:
+    """ "+2d", "next:thu" (that weekday of next week), "coming:fri" (the next one after today)."""
+    if spec.startswith("+") and spec.endswith("d"):
+        return today + timedelta(days=int(spec[1:-1]))
+    which, name = spec.split(":")
+    weekday = WEEKDAYS.index(name)
+    if which == "next":
+        monday = today - timedelta(days=today.weekday())
+        return monday + timedelta(weeks=1, days=weekday)
+    ahead = (weekday - today.weekday()) % 7 or 7
+    return today + timedelta(days=ahead)
+
+
+def at(day: date, hhmm: str) -> datetime:
+    hour, minute = map(int, hhmm.split(":"))
+    return datetime(day.year, day.month, day.day, hour, minute, tzinfo=SHANGHAI)
+
+
+class NeedsApproval(Exception):  # noqa: N818 (an outcome, not an error)
+    """The call would wait for an approver (a premium room, another department's room)."""
+
+
+@dataclass
+class TurnResult:
+    text: str
+    delegation: dict[str, Any]
+    understood: dict[str, Any]
+    reply: str
+    outcome: str
+    calls: list[tuple[str, dict[str, Any], bool]] = field(default_factory=list)
+
+
+def _roles(user) -> frozenset[str]:
+    from accounts.selectors import user_roles
+
+    return frozenset(user_roles(user=user))
+
+
+def run_turn(user, text: str, conversation: list[ConversationTurn], now: datetime) -> TurnResult:
+    from agentops import gate, registry
+    from bookings.tools import ASSISTANT
+
+    reading = ASSISTANT.read_request(text, now=now, conversation=tuple(conversation))
+    delegation = reading.delegation
+    planner = ASSISTANT.planner()
+    history: list[Observation] = []
+    writes = 0
+    result = TurnResult(text, delegation.to_json(), reading.understood, "", "")
+    roles = _roles(user)
+    subject = {"employee_id": user.employee_id, "department": user.department}
+    for turn in range(1, MAX_STEPS + 1):
+        ctx = ModelContext(
+            goal=text,
+            language=reading.language,
+            now=now.isoformat(),
+            subject=subject,
+            delegation=delegation,
+            tools=[],
+            history=list(history),
+            turn=turn,
+            conversation=tuple(conversation),
+        )
+        step = planner.propose(ctx)
+        if not step.proposals:
+            result.reply, result.outcome = _finish(step, reading.language, delegation, history)
+            return result
+        for proposal in step.proposals:
+            try:
+                envelope, wrote = _call(proposal, user, roles, delegation, writes, gate, registry)
+            except NeedsApproval:
+                result.reply, result.outcome = "", "waiting_approval"
+                result.calls.append((proposal.tool, proposal.arguments, False))
+                return result
+            writes += wrote
+            result.calls.append((proposal.tool, proposal.arguments, envelope.get("ok", False)))
+            history.append(Observation(turn, proposal.tool, dict(proposal.arguments), envelope))
+    result.reply, result.outcome = "", "budget_exhausted"
+    return result
+
+
+def _call(proposal, user, roles, delegation, writes, gate, registry) -> tuple[dict, int]:
+    spec, verdict = gate.check_tool(proposal.tool, roles)
+    if verdict is not None:
+        return _envelope(verdict.error), 0
+    args, verdict = gate.check_schema(spec, proposal.arguments)
+    verdict = (
+        verdict
+        or gate.check_visible(spec, roles)
+        or gate.check_scope(spec, args, delegation, writes)
+    )
+    if verdict is not None:
+        return _envelope(verdict.error), 0
+    ctx = CallContext(
+        user=user,
+        run_id="eval",
+        action_id=str(uuid.uuid4()),
+        idempotency_key="" if spec.meta.readonly else f"eval:{uuid.uuid4()}",
+        delegation=delegation,
+    )
+    level, _ = gate.assess_risk(spec, ctx, args)
+    if level == SideEffect.HIGH:  # the runtime would wait for an approver: nothing is written yet
+        raise NeedsApproval(proposal.tool)
+    try:
+        envelope = spec.handler(ctx, args)
+    except ToolError as exc:
+        envelope = exc.envelope()
+    return envelope, (0 if spec.meta.readonly or not envelope.get("ok") else 1)
+
+
+def _envelope(error) -> dict[str, Any]:
+    return error.envelope() if isinstance(error, ToolError) else dict(error)
+
+
+def _finish(step, language: str, delegation, history: list[Observation]) -> tuple[str, str]:
+    """The reply as the verifier words it (agentops.runtime.verifier)."""
+    from agentops import registry
+    from bookings.tools import ASSISTANT
+
+    summaries = []
+    for o in history:
+        spec = registry.get(o.tool)
+        if spec is not None and not spec.meta.readonly and o.result.get("ok"):
+            summaries.append(spec.summarize(o.result["data"], language))
+    if summaries and step.outcome == StepOutcome.DONE:
+        return " ".join(summaries), "succeeded"
+    if step.outcome == StepOutcome.DONE and delegation.max_writes == 0:
+        return step.message, "answered"
+    reply = ASSISTANT.reply(ReplyKind.NOTHING_DONE, language=language, detail=step.message)
+    return reply, str(step.outcome)
+
+
+def run_conversation(user, turns: list[str], now: datetime | None = None) -> list[TurnResult]:
+    now = now or datetime.now(SHANGHAI)
+    conversation: list[ConversationTurn] = []
+    results = []
+    for text in turns:
+        result = run_turn(user, text, conversation, now)
+        results.append(result)
+        conversation.append(ConversationTurn(text, result.reply, result.understood, result.outcome))
+    return results
+
+
+# --- one case: set up, run, compare the end state ------------------------------------------------
+
+
+@dataclass
+class Verdict:
+    case: str
+    lang: str
+    understood: bool  # the end state, the delegation and the reply are as expected
+    wrong: bool  # a booking was made or cancelled that the expected end state does not have
+    asked: bool  # the last turn asked the person something
+    problems: list[str]
+
+
+def users():
+    """The asker (e17, Engineering) and another employee (e23, Sales), as the demo has them."""
+    from accounts.models import User
+    from bookings.demo import load_demo_data
+
+    load_demo_data()
+    return User.objects.get(username="e17"), User.objects.get(username="e23")
+
+
+def _fill(text: str, codes: dict[str, str]) -> str:
+    """ "B{b1}" in a case is the code of the setup's booking b1."""
+    for name, code in codes.items():
+        text = text.replace("B{" + name + "}", code)
+    return text
+
+
+def run_case(case: dict[str, Any], asker, other) -> Verdict:
+    from bookings.models import Booking, BookingStatus
+    from tests.bookings.factories import booking_create
+
+    now = datetime.now(SHANGHAI)
+    today = now.date()
+    codes: dict[str, str] = {}
+    for spec in case.get("setup", []):
+        day = resolve_day(spec["day"], today)
+        booking = booking_create(
+            requester=asker if spec.get("by", "e17") == "e17" else other,
+            room=spec["room"],
+            start_at=at(day, spec["start"]),
+            end_at=at(day, spec["end"]),
+            attendees=2,
+        )
+        codes[spec["as"]] = booking.code
+    before = set(Booking.objects.values_list("code", "status"))
+    turns = [_fill(t, codes) for t in case["turns"]]
+    results = run_conversation(asker, turns, now)
+    last = results[-1]
+    expect = case["expect"]
+    problems: list[str] = []
+
+    made = {
+        (b.room.code, b.during.lower, b.during.upper, b.attendees)
+        for b in Booking.objects.select_related("room").exclude(code__in=[c for c, _ in before])
+    }
+    wanted = {
+        (
+            b["room"],
+            at(resolve_day(b["day"], today), b["start"]),
+            at(resolve_day(b["day"], today), b["end"]),
+            b["attendees"],
+        )
+        for b in expect.get("booked", [])
+    }
+    new_codes = [
+        b.code for b in Booking.objects.exclude(code__in=[c for c, _ in before]).order_by("id")
+    ]
+    if "@made" in expect.get("cancelled", []) and new_codes:
+        codes["made"] = new_codes[0]
+    made_set = set(made)
+    cancelled_now = set(
+        Booking.objects.filter(status=BookingStatus.CANCELLED).values_list("code", flat=True)
+    ) - {c for c, s in before if s == BookingStatus.CANCELLED}
+    made_confirmed = {
+        (b.room.code, b.during.lower, b.during.upper, b.attendees)
+        for b in Booking.objects.select_related("room")
+        .exclude(code__in=[c for c, _ in before])
+        .filter(status=BookingStatus.CONFIRMED)
+    }
+    want_cancelled = {
+        codes[n.lstrip("@")] for n in expect.get("cancelled", []) if n.lstrip("@") in codes
+    }
+    # Wrong: a booking nobody asked for (made, or left standing when it was to be cancelled
+    # again), or a cancellation nobody asked for. A booking that was asked for and not made is
+    # a failure to understand, not a wrong booking.
+    if "@made" in expect.get("cancelled", []):
+        wrong = bool(made_confirmed) or bool(cancelled_now - want_cancelled - set(new_codes))
+    else:
+        wrong = bool(made_set - wanted) or bool(cancelled_now - want_cancelled)
+    if made_set != wanted and "@made" not in expect.get("cancelled", []):
+        problems.append(
+            f"bookings made {sorted(map(str, made_set))}, expected {sorted(map(str, wanted))}"
+        )
+    if cancelled_now != want_cancelled and "@made" not in expect.get("cancelled", []):
+        problems.append(f"cancelled {sorted(cancelled_now)}, expected {sorted(want_cancelled)}")
+    if "@made" in expect.get("cancelled", []) and (made_confirmed or not cancelled_now):
+        problems.append("the booking made earlier in the conversation was not cancelled")
+    delegation = last.delegation
+    for key, value in expect.get("delegation", {}).items():
+        if key == "window":
+            day = resolve_day(value[0], today)
+            value = [at(day, value[1]).isoformat(), at(day, value[2]).isoformat()]
+        if delegation.get(key) != value:
+            problems.append(f"delegation {key} = {delegation.get(key)!r}, expected {value!r}")
+    reply = last.reply.lower()
+    problems += [
+        f"reply lacks {_fill(t, codes)!r}: {last.reply!r}"
+        for t in expect.get("reply_has", [])
+        if _fill(t, codes).lower() not in reply
+    ]
+    problems += [
+        f"reply has {_fill(t, codes)!r}: {last.reply!r}"
+        for t in expect.get("reply_lacks", [])
+        if _fill(t, codes).lower() in reply
+    ]
+    job = expect["job"]
+    asked = last.outcome == "ask_user"
+    if job == "approval" and last.outcome != "waiting_approval":
+        problems.append(f"expected to wait for an approver, got {last.outcome}: {last.reply!r}")
+    if job == "ask" and not asked:
+        problems.append(f"expected a question, got {last.outcome}: {last.reply!r}")
+    if job == "answer" and last.outcome != "answered":
+        problems.append(f"expected an answer, got {last.outcome}: {last.reply!r}")
+    if job in ("ask", "answer") and last.reply.startswith(("Nothing was booked", "没有预订")):
+        problems.append(f"a reply to a question opens with what was not booked: {last.reply!r}")
+    return Verdict(case["id"], case["lang"], not problems, wrong, asked, problems)
