@@ -5,6 +5,7 @@ websocket without a reload; a double click on the submit button makes one run.""
 from __future__ import annotations
 
 import pytest
+from django.db import connections
 from django.test import Client
 
 from agentops.models import AgentRun
@@ -76,6 +77,9 @@ def test_e17_in_chinese_watches_the_card_fill_to_the_reply_without_a_reload(
             page.screenshot(path=str(ARTIFACTS / "assistant-zh-run-finished.png"), full_page=True)
         finally:
             browser.close()
+            # The test's database work inside sync_playwright ran on this context's own
+            # connection: give it back to the pool, or it is lost to the tests after this.
+            connections.close_all()
     _wait_until_idle()
 
 
@@ -98,6 +102,9 @@ def test_a_double_click_on_submit_makes_one_run(e17, asgi_server):
             page.screenshot(path=str(ARTIFACTS / "assistant-double-submit.png"), full_page=True)
         finally:
             browser.close()
+            # The test's database work inside sync_playwright ran on this context's own
+            # connection: give it back to the pool, or it is lost to the tests after this.
+            connections.close_all()
     assert AgentRun.objects.count() == 1
     get_redis().flushdb()  # its first step was never picked up: nothing left for later tests
 
@@ -150,4 +157,7 @@ def test_a_card_that_lost_its_socket_resumes_after_its_last_event(worker, e17, a
             page.screenshot(path=str(ARTIFACTS / "assistant-reconnected.png"), full_page=True)
         finally:
             browser.close()
+            # The test's database work inside sync_playwright ran on this context's own
+            # connection: give it back to the pool, or it is lost to the tests after this.
+            connections.close_all()
             uvicorn_stop(server)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from django.db import connections
 from django.test import Client
 
 from bookings.models import Booking
@@ -120,3 +121,6 @@ def test_book_from_the_day_view_see_others_live_and_move(e17, e23, asgi_server):
             shots(page, "room-week")
         finally:
             browser.close()
+            # The test's database work inside sync_playwright ran on this context's own
+            # connection: give it back to the pool, or it is lost to the tests after this.
+            connections.close_all()

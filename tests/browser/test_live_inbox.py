@@ -4,6 +4,7 @@ request made while the approver looks at the inbox appears without a reload."""
 from __future__ import annotations
 
 import pytest
+from django.db import connections
 from django.test import Client
 
 from agentops.runtime.runs import run_start
@@ -53,5 +54,8 @@ def test_a_new_request_appears_in_the_open_inbox_without_a_reload(
             page.screenshot(path=str(ARTIFACTS / "live-inbox-approved.png"), full_page=True)
         finally:
             browser.close()
+            # The test's database work inside sync_playwright ran on this context's own
+            # connection: give it back to the pool, or it is lost to the tests after this.
+            connections.close_all()
     assert wait_for_run(run.pk).status == "succeeded"
     assert Booking.objects.get().room.code == "R16"
