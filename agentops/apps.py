@@ -9,8 +9,8 @@ class AgentopsConfig(AppConfig):
     verbose_name = "Agent runtime"
 
     def ready(self) -> None:
-        from agentops.contract import install_governor
-        from agentops.runtime import approval, registry
+        from agentops.contract import install_broadcaster, install_governor
+        from agentops.runtime import approval, registry, trace
         from agentops.runtime.recorder import tool_call_governed
         from approvals.signals import approval_refresh_requested, approval_settled
 
@@ -20,6 +20,7 @@ class AgentopsConfig(AppConfig):
 
             gateway_register()
         install_governor(tool_call_governed)
+        install_broadcaster(trace.broadcast)
         approval_settled.connect(approval.on_settled, dispatch_uid="agentops.approval_settled")
         approval_refresh_requested.connect(
             approval.on_refresh, dispatch_uid="agentops.approval_refresh"

@@ -4,19 +4,17 @@ stays the record: a lost poke costs freshness, never a booking."""
 
 from __future__ import annotations
 
-import asyncio
 import re
-import threading
 from collections.abc import Iterable
 from datetime import date, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs
 
-from asgiref.sync import async_to_sync
 from channels.generic.websocket import AsyncWebsocketConsumer
-from channels.layers import get_channel_layer
 from django.db import transaction
 from django.utils import timezone
+
+from agentops.contract import broadcast
 
 NOT_SIGNED_IN = 4401
 BAD_TOPIC = 4400
@@ -47,21 +45,9 @@ def schedule_changed(changes: Iterable[tuple[str, datetime, datetime]]) -> None:
         groups.add(room_group(code))
         groups.update(day_group(d) for d in _days(start, end))
 
-    def send() -> None:
-        layer = get_channel_layer()
-        if layer is None:
-            return
+    def after_commit() -> None:  # sent by the runtime's pushing thread: never blocks here
         for group in sorted(groups):
-            async_to_sync(layer.group_send)(group, {"type": "schedule.changed"})
-
-    def after_commit() -> None:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:  # a plain thread (a worker, a sync view): send from here
-            send()
-            return
-        # A thread that runs an event loop (an async caller) cannot block on one: send aside.
-        threading.Thread(target=send, name="schedule-poke", daemon=True).start()
+            broadcast(group, {"type": "schedule.changed"})
 
     transaction.on_commit(after_commit, robust=True)
 

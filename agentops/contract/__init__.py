@@ -17,7 +17,12 @@ from agentops.contract.envelope import (
     failure,
     success,
 )
-from agentops.contract.governance import governed_call, install_governor
+from agentops.contract.governance import (
+    broadcast,
+    governed_call,
+    install_broadcaster,
+    install_governor,
+)
 from agentops.contract.planning import (
     Assistant,
     ConversationTurn,
@@ -77,9 +82,11 @@ __all__ = [
     "ToolMeta",
     "ToolSpec",
     "Verification",
+    "broadcast",
     "canonical_json",
     "failure",
     "governed_call",
+    "install_broadcaster",
     "install_governor",
     "success",
 ]

@@ -1,6 +1,10 @@
-"""The one door for a domain's own screens to make a governed call: the same gate, policy,
-approvals, idempotency and trace as the assistant and the API. The runtime installs itself here
-at start-up; a domain app calls ``governed_call`` and never imports the runtime."""
+"""The doors for a domain's own screens into the runtime, which installs itself here at
+start-up (a domain app never imports the runtime):
+
+- ``governed_call``: a governed call, with the same gate, policy, approvals, idempotency and
+  trace as the assistant and the API;
+- ``broadcast``: a message to a channel-layer group (a screen's live poke), sent in the
+  background by the runtime's one pushing thread: lossy, it never blocks the caller."""
 
 from __future__ import annotations
 
@@ -29,3 +33,18 @@ def governed_call(
         idempotency_key=idempotency_key,
         channel="web",
     )
+
+
+Broadcaster = Callable[[str, dict[str, Any]], None]
+_broadcasters: list[Broadcaster] = []
+
+
+def install_broadcaster(broadcaster: Broadcaster) -> None:
+    _broadcasters[:] = [broadcaster]
+
+
+def broadcast(group: str, message: dict[str, Any]) -> None:
+    """Send ``message`` to channel-layer ``group`` in the background; call it after your
+    commit. Nothing installed (a script without the runtime): nothing is sent."""
+    if _broadcasters:
+        _broadcasters[0](group, message)

@@ -81,6 +81,13 @@ class _Pusher:
         self._pid = 0
 
     def send(self, group: str, event: dict[str, Any]) -> None:
+        self._put((group, event))
+
+    def poke(self, group: str, message: dict[str, Any]) -> None:
+        """A message for a group whether or not anyone marked it watched (a screen's poke)."""
+        self._put((_POKE, (group, message)))
+
+    def _put(self, item: tuple[str, Any]) -> None:
         with self._lock:
             if self._queue is None or self._pid != os.getpid():
                 self._queue, self._pid = queue.SimpleQueue(), os.getpid()
@@ -90,23 +97,27 @@ class _Pusher:
                 )
                 self._thread.start()
             pushes = self._queue
-        pushes.put((group, event))
+        pushes.put(item)
 
     def _run(self, pushes: queue.SimpleQueue[tuple[str, dict[str, Any]]]) -> None:
         loop = asyncio.new_event_loop()
         while True:
             batches: dict[str, list[dict[str, Any]]] = {}
+            pokes: dict[str, dict[str, Any]] = {}  # the same poke twice is one
             group, event = pushes.get()
             while True:
-                batches.setdefault(group, []).append(event)
+                if group == _POKE:
+                    pokes[event[0]] = event[1]
+                else:
+                    batches.setdefault(group, []).append(event)
                 try:
                     group, event = pushes.get_nowait()
                 except queue.Empty:
                     break
             try:
-                watched = _watched(batches)
-                if watched:  # bounded: a stalled Redis holds up the pushes no longer
-                    loop.run_until_complete(asyncio.wait_for(_push(watched), PUSH_TIMEOUT_S))
+                watched = _watched(batches) if batches else {}
+                if watched or pokes:  # bounded: a stalled Redis holds up the pushes no longer
+                    loop.run_until_complete(asyncio.wait_for(_push(watched, pokes), PUSH_TIMEOUT_S))
             except Exception:  # the stream is lossy by design; readers catch up
                 log.warning("could not push trace events", exc_info=True)
 
@@ -120,20 +131,29 @@ def _watched(batches: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[st
     return {g: events for (g, events), yes in zip(batches.items(), seen, strict=True) if yes}
 
 
-async def _push(batches: dict[str, list[dict[str, Any]]]) -> None:
+async def _push(
+    batches: dict[str, list[dict[str, Any]]], pokes: dict[str, dict[str, Any]] | None = None
+) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
     sends = [
         layer.group_send(group, {"type": "trace.batch", "events": events})
         for group, events in batches.items()
-    ]
+    ] + [layer.group_send(group, message) for group, message in (pokes or {}).items()]
     for failed in await asyncio.gather(*sends, return_exceptions=True):
         if isinstance(failed, Exception):
             log.warning("could not push trace events", exc_info=failed)
 
 
+_POKE = "\x00poke"  # not a group name (channel layer names are printable): marks a poke
 _pusher = _Pusher()
+
+
+def broadcast(group: str, message: dict[str, Any]) -> None:
+    """The contract's broadcaster (installed at start-up): a screen's poke, sent by the one
+    pushing thread, never blocking the caller."""
+    _pusher.poke(group, message)
 
 
 def _event(
