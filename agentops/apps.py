@@ -11,7 +11,7 @@ class AgentopsConfig(AppConfig):
     def ready(self) -> None:
         from agentops.contract import install_broadcaster, install_governor
         from agentops.runtime import approval, registry, trace
-        from agentops.runtime.recorder import tool_call_governed
+        from agentops.runtime.direct import tool_call_governed
         from approvals.signals import approval_refresh_requested, approval_settled
 
         registry.autodiscover()

@@ -19,6 +19,7 @@ to them is a decision, not an accident.
 from __future__ import annotations
 
 from agentops.runtime.auditlog import audit_export_record
+from agentops.runtime.direct import tool_call_governed
 from agentops.runtime.drills import drill_start
 from agentops.runtime.mcp_sessions import mcp_call, mcp_session_end
 from agentops.runtime.ratelimit import LimiterUnavailableError
@@ -28,7 +29,6 @@ from agentops.runtime.reconcile import (
     action_reconcile_decide,
     rollback_retry_decide,
 )
-from agentops.runtime.recorder import tool_call_governed
 from agentops.runtime.registry import register as tool_register
 from agentops.runtime.registry import unregister as tool_unregister
 from agentops.runtime.runs import (

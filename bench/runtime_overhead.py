@@ -56,7 +56,7 @@ TARGETS = {
 
 
 def governed_call(*, user: Any, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    from agentops.runtime.recorder import tool_call_governed
+    from agentops.runtime.direct import tool_call_governed
 
     return tool_call_governed(user=user, name=name, arguments=arguments)
 

@@ -103,7 +103,7 @@ def watched_run() -> tuple[Any, str]:
 
     from accounts.models import User
     from agentops.models import AgentRun
-    from agentops.runtime.recorder import tool_call_governed
+    from agentops.runtime.direct import tool_call_governed
 
     user = User.objects.get(username="e17")
     tool_call_governed(user=user, name="list_my_bookings", arguments={})

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 from accounts.models import ApiToken, AuditAction, AuditEntry
 from accounts.services import audit_record, token_issue
-from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.direct import tool_call_governed
 from approvals.models import ApprovalRecord, ApprovalRequest
 from approvals.services import approval_decide
 from bookings.admin import RoomAdmin

@@ -39,7 +39,7 @@ from django.utils import timezone
 from accounts.models import ApiToken
 from accounts.services import token_issue
 from agentops.models import Action, AgentRun, DrillRun
-from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.direct import tool_call_governed
 from agentops.runtime.redis_client import get_redis
 from approvals.models import ApprovalRequest
 from bookings.models import Booking, Room

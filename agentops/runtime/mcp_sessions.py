@@ -27,9 +27,9 @@ from agentops.models import (
     RunStatus,
 )
 from agentops.runtime import ratelimit, registry
+from agentops.runtime.direct import tool_call_governed
 from agentops.runtime.kinds import run_create
 from agentops.runtime.locks import lock_run
-from agentops.runtime.recorder import tool_call_governed
 from agentops.runtime.timing import MCP_SESSION_BUDGETS
 from agentops.runtime.transitions import run_move
 from approvals.selectors import approval_request_latest

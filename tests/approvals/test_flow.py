@@ -259,7 +259,7 @@ def test_twenty_parallel_approvals_give_one_decision_and_one_execution(worker, e
 
 
 def test_a_direct_api_call_waits_then_runs_once_approved(worker, e17, approver):
-    from agentops.runtime.recorder import tool_call_governed
+    from agentops.runtime.direct import tool_call_governed
 
     pending = tool_call_governed(user=e17, name="reserve_room", arguments=r16_arguments())
     assert pending["code"] == "approval_pending"
@@ -271,7 +271,7 @@ def test_a_direct_api_call_waits_then_runs_once_approved(worker, e17, approver):
 
 
 def test_a_direct_api_call_rejected_ends_refused(worker, e17, approver):
-    from agentops.runtime.recorder import tool_call_governed
+    from agentops.runtime.direct import tool_call_governed
 
     pending = tool_call_governed(user=e17, name="reserve_room", arguments=r16_arguments())
     request = ApprovalRequest.objects.get(action_ref=pending["pending"]["action_id"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.direct import tool_call_governed
 from tests.conftest import slot
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]

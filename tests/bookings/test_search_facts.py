@@ -7,7 +7,7 @@ from datetime import datetime
 
 import pytest
 
-from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.direct import tool_call_governed
 from bookings.models import Booking, Room
 from tests.bookings.factories import booking_create
 from tests.conftest import slot

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.direct import tool_call_governed
 from bookings.services import booking_reserve
 from tests.conftest import slot
 

@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from agentops.models import AgentRun, TraceEvent
 from agentops.runtime import ratelimit
-from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.direct import tool_call_governed
 from agentops.runtime.redis_client import get_redis
 from agentops.runtime.runs import run_start
 from tests.conftest import slot

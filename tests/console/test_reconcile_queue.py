@@ -180,7 +180,7 @@ def test_abandoning_ends_the_run_saying_nothing_was_booked(worker, e17, operator
 def test_accepting_settles_a_direct_call_too(worker, e17, operator, unclear, monkeypatch):
     """A screen's or the API's call (a one-action run) whose answer was lost."""
     from agentops.contract import LostReceiptError
-    from agentops.runtime.recorder import tool_call_governed
+    from agentops.runtime.direct import tool_call_governed
 
     spec = registry.get("reserve_room")
 

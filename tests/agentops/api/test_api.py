@@ -18,7 +18,7 @@ from accounts.services import token_issue
 from agentops.contract import exports
 from agentops.models import AgentRun, IdempotencyRecord, TraceEvent
 from agentops.runtime import registry
-from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.direct import tool_call_governed
 from agentops.runtime.redis_client import get_redis
 from agentops.runtime.trace import event_json
 from bookings.models import Booking, Room

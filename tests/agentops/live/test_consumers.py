@@ -16,7 +16,7 @@ from django.test import Client
 from agentops import selectors
 from agentops.models import Action, AgentRun, TraceEvent
 from agentops.runtime import trace
-from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.direct import tool_call_governed
 from agentops.runtime.redis_client import get_redis
 from agentops.runtime.runs import run_start
 from agentops.runtime.trace import event_json, run_group, trace_append

@@ -14,7 +14,7 @@ from agentops.contract import exports
 from agentops.mcp.gateway import gateway_register, gateway_unregister, servers_from_settings
 from agentops.models import Action, AgentRun
 from agentops.runtime import registry
-from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.direct import tool_call_governed
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from tests.agentops.mcp.conftest import ROOT, database_url, mcp_client, run_async, uvicorn_start

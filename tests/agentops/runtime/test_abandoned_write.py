@@ -11,9 +11,9 @@ import pytest
 
 from agentops.models import Action
 from agentops.runtime import registry
+from agentops.runtime.direct import tool_call_governed
 from agentops.runtime.invoke import inflight_key
 from agentops.runtime.reconcile import STILL_RUNNING, action_reconcile, receipt_lookup
-from agentops.runtime.recorder import tool_call_governed
 from agentops.runtime.redis_client import get_redis
 from bookings.models import Booking, Room
 from tests.conftest import slot

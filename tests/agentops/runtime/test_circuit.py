@@ -12,7 +12,7 @@ import pytest
 from agentops.models import Action, AgentRun
 from agentops.runtime import registry
 from agentops.runtime.circuit import circuits_open
-from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.direct import tool_call_governed
 from agentops.runtime.redis_client import get_redis
 from bookings.models import Booking, Room
 from tests.conftest import slot

@@ -9,7 +9,7 @@ from django.db import connection
 
 from agentops.models import Action, ActionStatus, AgentRun, IdempotencyRecord
 from agentops.runtime import recorder, runs, steps
-from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.direct import tool_call_governed
 from agentops.runtime.runs import run_cancel, run_start
 from bookings.models import Booking, Room
 from bookings.services import booking_cancel, booking_reserve

@@ -11,7 +11,7 @@ import pytest
 from agentops.contract import LostReceiptError
 from agentops.models import Action, AgentRun, IdempotencyRecord
 from agentops.runtime import registry
-from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.direct import tool_call_governed
 from bookings.models import Booking, Room
 from tests.conftest import slot
 from tests.workers import wait_for_run

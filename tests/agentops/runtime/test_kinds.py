@@ -10,9 +10,9 @@ import pytest
 
 from agentops.models import AgentRun, RunKind
 from agentops.runtime import kinds
+from agentops.runtime.direct import tool_call_governed
 from agentops.runtime.kinds import KINDS, AfterCall, KindRules, kinds_where
 from agentops.runtime.mcp_sessions import mcp_call
-from agentops.runtime.recorder import tool_call_governed
 from agentops.runtime.story import trace_problems
 from tests.conftest import slot
 

@@ -7,7 +7,7 @@ import pytest
 
 from agentops.models import Action, AgentRun
 from agentops.runtime import ratelimit
-from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.direct import tool_call_governed
 from agentops.runtime.redis_client import get_redis
 from agentops.runtime.runs import RunRateLimited, run_start
 from bookings.models import Booking

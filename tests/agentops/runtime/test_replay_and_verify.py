@@ -15,8 +15,8 @@ from accounts.services import token_issue
 from agentops.contract import Verification
 from agentops.models import AgentRun, EventKind, RunKind
 from agentops.runtime import registry
+from agentops.runtime.direct import tool_call_governed
 from agentops.runtime.mcp_sessions import mcp_call
-from agentops.runtime.recorder import tool_call_governed
 from bookings.models import Booking, Room
 from bookings.services import booking_cancel
 from tests.conftest import slot

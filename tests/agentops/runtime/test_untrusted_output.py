@@ -13,7 +13,7 @@ import pytest
 from agentops.contract import success
 from agentops.models import Action, AgentRun
 from agentops.runtime import registry
-from agentops.runtime.recorder import tool_call_governed
+from agentops.runtime.direct import tool_call_governed
 from agentops.runtime.runs import run_start
 from bookings.models import Booking, BookingStatus, Room
 from bookings.services import booking_reserve
