@@ -9,9 +9,11 @@ class AgentopsConfig(AppConfig):
     verbose_name = "Agent runtime"
 
     def ready(self) -> None:
+        from agentops import selectors
         from agentops.contract import install_governor
         from agentops.runtime import approval, registry
         from agentops.runtime.recorder import tool_call_governed
+        from approvals.hooks import hooks_install
         from approvals.signals import approval_refresh_requested, approval_settled
 
         registry.autodiscover()
@@ -24,3 +26,6 @@ class AgentopsConfig(AppConfig):
         approval_refresh_requested.connect(
             approval.on_refresh, dispatch_uid="agentops.approval_refresh"
         )
+        # The approvers' present and outcomes, read through the door (approvals imports no
+        # runtime: it calls what is installed here).
+        hooks_install(recheck=selectors.approval_recheck, outcomes=selectors.approval_outcomes)

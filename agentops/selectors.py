@@ -7,6 +7,8 @@ pinned by ``tests/agentops/test_door.py``.
   ``runs_rollback_pending``; the live group of a run: ``run_group``.
 - Tools: ``tool_get``, ``tools_all``, ``tools_visible_to`` (by roles), and the MCP view of them
   (``mcp_user``, ``mcp_tools``, ``mcp_tool_names``).
+- Approvals: ``approval_recheck`` (what stands in a waiting action's way now) and
+  ``approval_outcomes`` (what became of approved actions), installed as approvals' hooks.
 - The operators' queue: ``actions_needing_human`` (+ count), ``rollbacks_pending_count``,
   ``may_reconcile``.
 - The audit log: ``audit_rows``, ``audit_row``, ``audit_details``, ``audit_export_chunks``
@@ -38,6 +40,8 @@ from agentops.models import (
     RunStatus,
     TraceEvent,
 )
+from agentops.runtime.approval import request_outcomes as approval_outcomes
+from agentops.runtime.approval import request_recheck as approval_recheck
 from agentops.runtime.auditlog import (
     AuditFilters,
     ExportFormat,
@@ -82,6 +86,8 @@ __all__ = [
     "UnclearWrite",
     "actions_needing_human",
     "actions_needing_human_count",
+    "approval_outcomes",
+    "approval_recheck",
     "audit_details",
     "audit_export_chunks",
     "audit_row",

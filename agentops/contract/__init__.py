@@ -33,6 +33,7 @@ from agentops.contract.tools import (
     CallContext,
     Compensation,
     Handler,
+    Message,
     ReceiptLookup,
     ReceiptStatus,
     Risk,
@@ -41,6 +42,8 @@ from agentops.contract.tools import (
     ToolMeta,
     ToolSpec,
     Verification,
+    message_json,
+    message_text,
 )
 
 __all__ = [
@@ -55,6 +58,7 @@ __all__ = [
     "DrillRunPlan",
     "Handler",
     "LostReceiptError",
+    "Message",
     "ModelContext",
     "Observation",
     "Planner",
@@ -81,5 +85,7 @@ __all__ = [
     "failure",
     "governed_call",
     "install_governor",
+    "message_json",
+    "message_text",
     "success",
 ]

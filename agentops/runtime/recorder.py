@@ -35,6 +35,7 @@ from agentops.contract import (
     ToolSpec,
     canonical_json,
     failure,
+    message_text,
     success,
 )
 from agentops.contract.limits import refused_input, safe_text
@@ -553,7 +554,7 @@ def _refused(run: AgentRun, verdict: gate.Verdict) -> None:
 
 def pending_envelope(action: Action) -> dict[str, Any]:
     """The answer to a direct call that waits for a human: transient, with where to look."""
-    reasons = "; ".join(action.risk_reasons) or "high risk"
+    reasons = "; ".join(map(message_text, action.risk_reasons)) or "high risk"
     envelope = failure(
         Reason.IN_PROGRESS,
         "approval_pending",

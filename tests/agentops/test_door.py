@@ -48,6 +48,8 @@ SELECTORS = {
     "UnclearWrite",
     "actions_needing_human",
     "actions_needing_human_count",
+    "approval_outcomes",
+    "approval_recheck",
     "audit_details",
     "audit_export_chunks",
     "audit_row",
