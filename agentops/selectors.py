@@ -9,7 +9,7 @@ pinned by ``tests/agentops/test_door.py``.
   (``mcp_user``, ``mcp_tools``, ``mcp_tool_names``).
 - Approvals: ``approval_recheck`` (what stands in a waiting action's way now) and
   ``approval_outcomes`` (what became of approved actions), installed as approvals' hooks.
-- The operators' queue: ``actions_needing_human`` (+ count), ``rollbacks_pending_count``,
+- The operators' queue: ``actions_needing_human`` (+ count), its live group ``QUEUE_GROUP``, ``rollbacks_pending_count``,
   ``may_reconcile``.
 - The audit log: ``audit_rows``, ``audit_row``, ``audit_details``, ``audit_export_chunks``
   with ``AuditFilters``, ``ExportFormat``, ``RowKind``; drills: ``drill_get``,
@@ -59,6 +59,7 @@ from agentops.runtime.operator_queue import (
     actions_needing_human_count,
     rollbacks_pending_count,
 )
+from agentops.runtime.queue_notice import QUEUE_GROUP
 from agentops.runtime.reconcile import may_reconcile
 from agentops.runtime.registry import all_tools as tools_all
 from agentops.runtime.registry import get as tool_get
@@ -70,6 +71,7 @@ from approvals.selectors import approval_pending_for_run
 
 __all__ = [
     "MAX_REQUEST_CHARS",
+    "QUEUE_GROUP",
     "ActionStatus",
     "AgentRun",
     "AuditFilters",

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from agentops.contract import (
     Reason,
+    SideEffect,
     ToolError,
     ToolSpec,
     canonical_json,
@@ -34,6 +35,7 @@ from agentops.runtime.context import action_context
 from agentops.runtime.idempotency import request_digest
 from agentops.runtime.queue import enqueue_approval_refresh, enqueue_approval_settled
 from agentops.runtime.trace import trace_append
+from approvals import live as approvals_live
 from approvals import services as approvals
 from approvals.models import RequestStatus
 
@@ -291,3 +293,9 @@ def _is_uuid(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def outcome_announce(action_id: Any) -> None:
+    """An approved action ran: the open inboxes re-read, so its outcome shows live."""
+    if Action.objects.filter(pk=action_id, risk=SideEffect.HIGH.value).exists():
+        approvals_live.inbox_poke()

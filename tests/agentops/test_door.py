@@ -38,6 +38,7 @@ SELECTORS = {
     "EventKind",
     "ExportFormat",
     "PendingRollback",
+    "QUEUE_GROUP",
     "RowKind",
     "RunDetail",
     "RunKind",
