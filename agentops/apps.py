@@ -2,11 +2,12 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 from django.conf import settings
+from django.utils.translation import gettext_lazy
 
 
 class AgentopsConfig(AppConfig):
     name = "agentops"
-    verbose_name = "Agent runtime"
+    verbose_name = gettext_lazy("Agent runtime")
 
     def ready(self) -> None:
         from agentops import selectors
