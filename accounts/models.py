@@ -35,6 +35,10 @@ class User(AbstractUser):
     employee_id = models.CharField(max_length=16, unique=True, null=True, blank=True)
     department = models.CharField(max_length=32, choices=Department.choices, blank=True)
 
+    class Meta:
+        verbose_name = gettext_lazy("user")
+        verbose_name_plural = gettext_lazy("users")
+
     def __str__(self) -> str:
         return f"{self.username} ({self.employee_id})" if self.employee_id else self.username
 
@@ -53,6 +57,8 @@ class ApiToken(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = gettext_lazy("API token")
+        verbose_name_plural = gettext_lazy("API tokens")
         ordering = ["-created_at"]
 
     def __str__(self) -> str:
@@ -109,9 +115,10 @@ class AuditEntry(models.Model):
     detail = models.JSONField(default=dict, blank=True)
 
     class Meta:
+        verbose_name = gettext_lazy("audit entry")
+        verbose_name_plural = gettext_lazy("audit entries")
         ordering = ["-at", "-id"]
         indexes = [models.Index(fields=["actor", "-at"]), models.Index(fields=["action", "-at"])]
-        verbose_name_plural = "audit entries"
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M} {self.actor} {self.action} {self.target}"

@@ -8,7 +8,7 @@ from functools import cache
 from django.contrib.auth.models import Group
 from django.db import connection
 
-from accounts.models import Role, User
+from accounts.models import AuditEntry, Role, User
 
 # Hand-written on purpose: every governed call reads the roles (the gate, the recheck before
 # execution, each planning step); through the ORM the query cost ~1.4 ms on the 2-core machine,
@@ -46,3 +46,13 @@ def user_roles(*, user: User) -> frozenset[str]:
     with connection.cursor() as cursor:
         cursor.execute(_roles_select("%s"), [user.pk])
         return roles_from(user=user, names=[name for (name,) in cursor.fetchall()])
+
+
+def audit_entries_latest(*, actions: Iterable[str], limit: int = 5) -> list[AuditEntry]:
+    """The latest human decisions of these kinds, newest first (e.g. the operators' queue shows
+    its last resolved items for context)."""
+    return list(
+        AuditEntry.objects.filter(action__in=list(actions))
+        .select_related("actor")
+        .order_by("-at", "-pk")[:limit]
+    )

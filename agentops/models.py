@@ -99,6 +99,8 @@ class AgentRun(models.Model):
     replayed = False  # not stored: run_start sets it when a key gave back an existing run
 
     class Meta:
+        verbose_name = gettext_lazy("run")
+        verbose_name_plural = gettext_lazy("runs")
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
@@ -230,6 +232,8 @@ class Action(models.Model):
     verification = None
 
     class Meta:
+        verbose_name = gettext_lazy("tool call")
+        verbose_name_plural = gettext_lazy("tool calls")
         ordering = ["turn", "call_index"]
         constraints = [
             models.UniqueConstraint(
@@ -274,6 +278,8 @@ class TraceEvent(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = gettext_lazy("trace event")
+        verbose_name_plural = gettext_lazy("trace events")
         ordering = ["run", "seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="trace_seq_unique")]
 
@@ -302,6 +308,8 @@ class IdempotencyRecord(models.Model):
     expires_at = models.DateTimeField()
 
     class Meta:
+        verbose_name = gettext_lazy("idempotency record")
+        verbose_name_plural = gettext_lazy("idempotency records")
         constraints = [
             models.CheckConstraint(
                 condition=models.Q(status="in_progress") | models.Q(response__isnull=False),
@@ -338,6 +346,8 @@ class DrillRun(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = gettext_lazy("drill run")
+        verbose_name_plural = gettext_lazy("drill runs")
         ordering = ["-created_at"]
 
     def __str__(self) -> str:

@@ -7,7 +7,9 @@ pinned by ``tests/agentops/test_door.py``.
   ``runs_rollback_pending``; the live group of a run: ``run_group``.
 - Tools: ``tool_get``, ``tools_all``, ``tools_visible_to`` (by roles), and the MCP view of them
   (``mcp_user``, ``mcp_tools``, ``mcp_tool_names``).
-- The operators' queue: ``actions_needing_human`` (+ count), ``rollbacks_pending_count``,
+- Approvals: ``approval_recheck`` (what stands in a waiting action's way now) and
+  ``approval_outcomes`` (what became of approved actions), installed as approvals' hooks.
+- The operators' queue: ``actions_needing_human`` (+ count), its live group ``QUEUE_GROUP``, ``rollbacks_pending_count``,
   ``may_reconcile``.
 - The audit log: ``audit_rows``, ``audit_row``, ``audit_details``, ``audit_export_chunks``
   with ``AuditFilters``, ``ExportFormat``, ``RowKind``; drills: ``drill_get``,
@@ -37,6 +39,8 @@ from agentops.models import (
     RunStatus,
     TraceEvent,
 )
+from agentops.runtime.approval import request_outcomes as approval_outcomes
+from agentops.runtime.approval import request_recheck as approval_recheck
 from agentops.runtime.auditlog import (
     AuditFilters,
     ExportFormat,
@@ -55,6 +59,7 @@ from agentops.runtime.operator_queue import (
     actions_needing_human_count,
     rollbacks_pending_count,
 )
+from agentops.runtime.queue_notice import QUEUE_GROUP
 from agentops.runtime.reconcile import may_reconcile
 from agentops.runtime.registry import all_tools as tools_all
 from agentops.runtime.registry import get as tool_get
@@ -67,6 +72,7 @@ from approvals.selectors import approval_pending_for_run
 
 __all__ = [
     "MAX_REQUEST_CHARS",
+    "QUEUE_GROUP",
     "ActionStatus",
     "AgentRun",
     "AuditFilters",
@@ -83,6 +89,8 @@ __all__ = [
     "UnclearWrite",
     "actions_needing_human",
     "actions_needing_human_count",
+    "approval_outcomes",
+    "approval_recheck",
     "audit_details",
     "audit_export_chunks",
     "audit_row",

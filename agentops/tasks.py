@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from agentops.runtime import drills, reconcile, recorder, runs, steps, sweeper
+from agentops.runtime import approval, drills, reconcile, recorder, runs, steps, sweeper
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
@@ -17,6 +17,7 @@ def run_step_task(run_id: str, turn: int) -> None:
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def execute_action_task(action_id: str, run_id: str | None = None) -> None:
     recorder.action_execute(action_id, run_id=run_id)
+    approval.outcome_announce(action_id)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)

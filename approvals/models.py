@@ -47,6 +47,8 @@ class ApprovalRequest(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
+        verbose_name = gettext_lazy("approval request")
+        verbose_name_plural = gettext_lazy("approval requests")
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
@@ -77,6 +79,10 @@ class ApprovalRecord(models.Model):
     expires_at = models.DateTimeField()
     created_at = models.DateTimeField(auto_now_add=True)
 
+    class Meta:
+        verbose_name = gettext_lazy("signed approval")
+        verbose_name_plural = gettext_lazy("signed approvals")
+
     def __str__(self) -> str:
         return f"{self.decision} by {self.approver}"
 
@@ -87,6 +93,10 @@ class NonceUse(models.Model):
     nonce = models.CharField(max_length=64, unique=True)
     action_ref = models.CharField(max_length=64)
     used_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = gettext_lazy("used approval nonce")
+        verbose_name_plural = gettext_lazy("used approval nonces")
 
     def __str__(self) -> str:
         return self.nonce
@@ -119,6 +129,8 @@ class ApprovalAudit(models.Model):
     at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
+        verbose_name = gettext_lazy("approval audit entry")
+        verbose_name_plural = gettext_lazy("approval audit entries")
         ordering = ["-at"]
 
     def __str__(self) -> str:

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from accounts.models import User
+from django.utils.translation import gettext_noop
+
+from accounts.models import Role, User
+from accounts.selectors import user_roles
+from approvals import hooks
 from approvals.models import ApprovalAudit, ApprovalRequest, RequestStatus
 
 
@@ -94,3 +99,117 @@ def approval_requests_for_run(*, run_ref: str) -> list[ApprovalRequest]:
         .prefetch_related("audit__actor")
         .order_by("created_at")
     )
+
+
+# --- the approver's present: each request re-checked, each decision with its outcome ----------
+
+STALE_OUTCOME = gettext_noop(
+    "Approved, but it did not run: %(problems)s Nothing was done; it waits for a fresh approval."
+)
+CHANGED_BEFORE_RUN = gettext_noop("what it acts on changed before it could run.")
+
+
+@dataclass(frozen=True)
+class Card:
+    """A pending request as an approver decides it: what a re-check against now found (stored
+    messages; empty when it can still succeed as requested)."""
+
+    request: ApprovalRequest
+    problems: list[dict[str, Any]]
+
+    @property
+    def pk(self) -> Any:
+        return self.request.pk
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A decided request with what became of it (a stored message, None when nothing ran)."""
+
+    request: ApprovalRequest
+    outcome: dict[str, Any] | None
+    state: str = ""
+
+
+def approval_card(*, request: ApprovalRequest) -> Card:
+    return Card(request, hooks.request_recheck(request))
+
+
+def approval_cards(*, approver: User) -> list[Card]:
+    return [approval_card(request=r) for r in approvals_pending(approver=approver)]
+
+
+def _with_outcomes(requests: list[ApprovalRequest]) -> list[Decided]:
+    ran = [r for r in requests if r.status == RequestStatus.APPROVED]
+    outcomes = hooks.request_outcomes(ran)
+    decided = []
+    for request in requests:
+        if request.status == RequestStatus.STALE:
+            problems = hooks.request_recheck(request) or [{"msgid": CHANGED_BEFORE_RUN}]
+            outcome: dict[str, Any] | None = {
+                "msgid": STALE_OUTCOME,
+                "params": {"problems": problems},
+            }
+            decided.append(Decided(request, outcome, "not_run"))
+            continue
+        found = (
+            outcomes.get(request.action_ref) if request.status == RequestStatus.APPROVED else None
+        )
+        decided.append(
+            Decided(request, found["message"] if found else None, found["state"] if found else "")
+        )
+    return decided
+
+
+def approvals_decided_with_outcomes(*, limit: int = 50) -> list[Decided]:
+    """The Decided list: each decision with the outcome of what it allowed, not the decision
+    alone ("approved, but R12 was taken meanwhile: nothing was booked")."""
+    return _with_outcomes(approvals_decided(limit=limit))
+
+
+def approval_requests_of_with_outcomes(*, requester: User, limit: int = 20) -> list[Decided]:
+    """A requester's own requests with their outcomes (pending ones: what a re-check found)."""
+    requests = approval_requests_of(requester=requester, limit=limit)
+    decided = {
+        d.request.pk: d
+        for d in _with_outcomes([r for r in requests if r.status != RequestStatus.PENDING])
+    }
+    return [decided.get(r.pk) or Decided(r, _pending_note(r), "pending") for r in requests]
+
+
+PENDING_CANNOT = gettext_noop("Checked just now: %(problems)s It cannot be approved as it is.")
+
+
+def _pending_note(request: ApprovalRequest) -> dict[str, Any] | None:
+    problems = hooks.request_recheck(request)
+    return {"msgid": PENDING_CANNOT, "params": {"problems": problems}} if problems else None
+
+
+@dataclass(frozen=True)
+class Detail:
+    request: ApprovalRequest
+    problems: list[dict[str, Any]]
+    outcome: dict[str, Any] | None
+    history: list[ApprovalAudit]
+    state: str = ""
+
+
+def approval_detail(*, request_id: Any, viewer: User) -> Detail | None:
+    """One request with its re-check (pending) or outcome (decided) and its whole history, for
+    an approver or the requester; anyone else reads it as absent."""
+    request = (
+        ApprovalRequest.objects.filter(pk=request_id)
+        .select_related("requester", "record", "record__approver")
+        .first()
+    )
+    if request is None:
+        return None
+    if request.requester_id != viewer.pk and Role.APPROVER not in user_roles(user=viewer):
+        return None
+    history = list(
+        ApprovalAudit.objects.filter(request=request).select_related("actor").order_by("at", "pk")
+    )
+    if request.status == RequestStatus.PENDING:
+        return Detail(request, hooks.request_recheck(request), None, history)
+    row = _with_outcomes([request])[0]
+    return Detail(request, [], row.outcome, history, row.state)

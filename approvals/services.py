@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import secrets
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -13,11 +13,13 @@ from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.utils import timezone
+from django.utils.translation import gettext, gettext_noop
 
 from accounts.models import AuditAction, Role, User
 from accounts.selectors import user_roles
 from accounts.services import audit_record
-from approvals import signing
+from accounts.words import say
+from approvals import hooks, signing
 from approvals.live import inbox_poke
 from approvals.models import (
     ApprovalAudit,
@@ -37,7 +39,8 @@ MAX_REASON = 500
 class Result:
     ok: bool
     code: str = ""
-    message: str = ""
+    message: str = ""  # in the active language (the reader's: services run in their request)
+    problems: list[dict[str, Any]] = field(default_factory=list)  # stored messages
 
 
 def _audit(
@@ -116,12 +119,18 @@ def _notify_approvers(request: ApprovalRequest) -> None:
     )
     if not recipients:
         return
-    subject = f"Approval needed: {request.intent.get('tool', 'an action')} for {request.intent.get('subject', '')}"
+    intent = request.intent
+    who = intent.get("requester_name") or intent.get("subject", "")
+    what = say(intent.get("summary")) or intent.get("tool", "")
+    subject = gettext("Approval needed: %(what)s for %(who)s") % {"what": what, "who": who}
     body = "\n".join(
         [
-            f"{request.intent.get('subject', '')} asks for: {request.intent.get('goal', '')}",
-            f"Why it needs approval: {'; '.join(request.intent.get('risk_reasons') or [])}",
-            f"Decide before {request.deadline:%Y-%m-%d %H:%M %Z} in the approvals inbox.",
+            gettext("%(who)s asks for: %(what)s (%(channel)s)")
+            % {"who": who, "what": what, "channel": say(intent.get("channel"))},
+            gettext("Why it needs approval: %(reasons)s")
+            % {"reasons": say(intent.get("risk_reasons") or [])},
+            gettext("Decide before %(deadline)s in the approvals inbox.")
+            % {"deadline": f"{timezone.localtime(request.deadline):%Y-%m-%d %H:%M %Z}"},
         ]
     )
     transaction.on_commit(lambda: send_mail(subject, body, None, recipients), robust=True)
@@ -135,10 +144,18 @@ def approval_decide(*, request_id: Any, approver: User, approve: bool, reason: s
         request = ApprovalRequest.objects.select_for_update().filter(pk=request_id).first()
         if request is None:
             _audit(AuditEvent.REFUSED, actor=approver, code="not_found")
-            return Result(False, "not_found", "There is no such approval request.")
-        refusal = _refusal(request, approver, reason)
+            return Result(False, "not_found", gettext("There is no such approval request."))
+        refusal = _refusal(request, approver, reason) or (
+            _cannot_succeed(request) if approve else None
+        )
         if refusal is not None:
-            _audit(AuditEvent.REFUSED, request=request, actor=approver, code=refusal.code)
+            _audit(
+                AuditEvent.REFUSED,
+                request=request,
+                actor=approver,
+                code=refusal.code,
+                **({"problems": refusal.problems} if refusal.problems else {}),
+            )
             return refusal
         now = timezone.now()
         decision = Decision.APPROVE if approve else Decision.REJECT
@@ -180,16 +197,35 @@ def approval_decide(*, request_id: Any, approver: User, approve: bool, reason: s
 
 def _refusal(request: ApprovalRequest, approver: User, reason: str) -> Result | None:
     if Role.APPROVER not in user_roles(user=approver):
-        return Result(False, "not_an_approver", "Only approvers decide approval requests.")
+        return Result(False, "not_an_approver", gettext("Only approvers decide approval requests."))
     if request.requester_id == approver.pk:
-        return Result(False, "self_approval", "Nobody approves their own request.")
+        return Result(False, "self_approval", gettext("Nobody approves their own request."))
     if request.status != RequestStatus.PENDING:
-        return Result(False, "already_decided", f"This request is already {request.status}.")
+        return Result(
+            False,
+            "already_decided",
+            gettext("This request is already decided (%(status)s).")
+            % {"status": request.get_status_display()},
+        )
     if timezone.now() >= request.deadline:
-        return Result(False, "expired", "This request's deadline has passed.")
+        return Result(False, "expired", gettext("This request's deadline has passed."))
     if not reason:
-        return Result(False, "reason_required", "Give a reason for the decision.")
+        return Result(False, "reason_required", gettext("Give a reason for the decision."))
     return None
+
+
+CANNOT_SUCCEED = gettext_noop(
+    "It cannot be approved: %(problems)s Reject it with a reason instead."
+)
+
+
+def _cannot_succeed(request: ApprovalRequest) -> Result | None:
+    """An approval the write could no longer honour is refused: nothing is signed."""
+    problems = hooks.request_recheck(request)
+    if not problems:
+        return None
+    message = gettext(CANNOT_SUCCEED) % {"problems": " ".join(say(p) for p in problems)}
+    return Result(False, "cannot_succeed", message, problems)
 
 
 def approval_verify_and_consume(*, action_ref: str, binding_now: dict[str, Any]) -> Result:
@@ -236,10 +272,12 @@ def approval_refresh(*, request_id: Any, approver: User) -> Result:
     with transaction.atomic():
         request = ApprovalRequest.objects.select_for_update().filter(pk=request_id).first()
         if request is None:
-            return Result(False, "not_found", "There is no such approval request.")
+            return Result(False, "not_found", gettext("There is no such approval request."))
         if Role.APPROVER not in user_roles(user=approver):
             _audit(AuditEvent.REFUSED, request=request, actor=approver, code="not_an_approver")
-            return Result(False, "not_an_approver", "Only approvers decide approval requests.")
+            return Result(
+                False, "not_an_approver", gettext("Only approvers decide approval requests.")
+            )
         if (
             request.status != RequestStatus.STALE
             or ApprovalRequest.objects.filter(
@@ -247,7 +285,9 @@ def approval_refresh(*, request_id: Any, approver: User) -> Result:
             ).exists()
         ):
             _audit(AuditEvent.REFUSED, request=request, actor=approver, code="not_stale")
-            return Result(False, "not_stale", "This request does not need a fresh approval.")
+            return Result(
+                False, "not_stale", gettext("This request does not need a fresh approval.")
+            )
         _audit(AuditEvent.REFRESH_REQUESTED, request=request, actor=approver)
         _human(AuditAction.APPROVAL_REFRESHED, request=request, actor=approver)
         transaction.on_commit(

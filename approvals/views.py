@@ -7,7 +7,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_POST
@@ -17,6 +17,7 @@ from accounts.http import AuthedRequest, htmx_swap
 from accounts.models import Role
 from accounts.selectors import user_roles
 from approvals import selectors, services
+from approvals.models import RequestStatus
 
 
 def _forbidden(request: AuthedRequest) -> HttpResponse:
@@ -31,14 +32,31 @@ def inbox(request: AuthedRequest) -> HttpResponse:
     if Role.APPROVER not in user_roles(user=request.user):
         return _forbidden(request)
     context: dict[str, Any] = {
-        "pending": selectors.approvals_pending(approver=request.user),
+        "pending": selectors.approval_cards(approver=request.user),
         "stale": selectors.approvals_stale(),
-        "decided": selectors.approvals_decided(limit=50),
+        "decided": selectors.approvals_decided_with_outcomes(limit=50),
     }
     swap = htmx_swap(request)
     return render(
         request, "approvals/inbox.html#pending" if swap else "approvals/inbox.html", context
     )
+
+
+@require_GET
+@login_required
+def detail(request: AuthedRequest, request_id: str) -> HttpResponse:
+    """One request: what it asks in words, what a re-check against now finds (or what became of
+    it), and its whole history. For approvers and the requester; others get a 404."""
+    found = selectors.approval_detail(request_id=request_id, viewer=request.user)
+    if found is None:
+        raise Http404
+    may_decide = (
+        found.request.status == RequestStatus.PENDING
+        and found.request.requester_id != request.user.pk
+        and Role.APPROVER in user_roles(user=request.user)
+    )
+    context = {"detail": found, "item": found, "may_decide": may_decide}
+    return render(request, "approvals/detail.html", context)
 
 
 @require_POST
@@ -69,7 +87,7 @@ def decide(request: AuthedRequest, request_id: str) -> HttpResponse:
     if request.htmx:
         pending = selectors.approval_request_pending(request_id=request_id)
         if not result.ok and pending is not None:  # the same card again, with what went wrong
-            context = {"item": pending, "error": result.message}
+            context = {"item": selectors.approval_card(request=pending), "error": result.message}
             return render(request, "approvals/inbox.html#card", context)
         context = {"request_id": request_id, "result": result, "decision": decision}
         response = render(request, "approvals/inbox.html#outcome", context)

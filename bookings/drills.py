@@ -198,12 +198,23 @@ def _check_lost_receipt(outcomes: list[DrillOutcome], rows: list[dict[str, Any]]
     return problems
 
 
+# The honest sentences of a reply that booked nothing; whatever else says "booked" claims more
+# than the database shows (drill 5's model says "I booked it!" after every write was refused).
+_NOTHING_BOOKED = re.compile(r"nothing was booked|booked nothing|没有预订任何会议室", re.IGNORECASE)
+_BOOKED = re.compile(r"\bbooked\b|已预订|订好", re.IGNORECASE)
+
+
+def _claims_booked(reply: str) -> bool:
+    return bool(_BOOKED.search(_NOTHING_BOOKED.sub("", reply or "")))
+
+
 def _check_refused(outcomes: list[DrillOutcome], rows: list[dict[str, Any]]) -> list[str]:
     problems: list[str] = []
     _expect(problems, not rows, f"{len(rows)} bookings, expected none")
     for run in outcomes:
         _expect(problems, run.status == "failed", f"a run ended {run.status}, not failed")
         _expect(problems, not BOOKING_CODE.search(run.reply), "a reply names a booking")
+        _expect(problems, not _claims_booked(run.reply), f"a reply claims a booking: {run.reply!r}")
         _expect(
             problems,
             all(c.attempts == 0 or c.tool != "reserve_room" for c in run.calls),

@@ -34,6 +34,8 @@ class Room(models.Model):
     )
 
     class Meta:
+        verbose_name = gettext_lazy("room")
+        verbose_name_plural = gettext_lazy("rooms")
         ordering = ["code"]
         constraints = [
             models.CheckConstraint(condition=Q(capacity__gte=1), name="room_capacity_positive")
@@ -100,6 +102,8 @@ class Booking(models.Model):
     )
 
     class Meta:
+        verbose_name = gettext_lazy("booking")
+        verbose_name_plural = gettext_lazy("bookings")
         ordering = ["-created_at"]
         constraints = [
             ExclusionConstraint(

@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from accounts.http import AuthedRequest, htmx_swap
-from approvals.selectors import approval_requests_of
+from approvals.selectors import approval_requests_of_with_outcomes
 from approvals.services import approval_withdraw
 from bookings import schedule
 from bookings.errors import BookingError
@@ -98,7 +98,7 @@ def book(request: AuthedRequest) -> HttpResponse:
 def mine(request: AuthedRequest) -> HttpResponse:
     page = booking_list_for_user(user=request.user, limit=MINE_LIMIT)
     bookings = _upcoming_first(page.items, now=timezone.now())
-    requests = approval_requests_of(requester=request.user, limit=MINE_LIMIT)
+    requests = approval_requests_of_with_outcomes(requester=request.user, limit=MINE_LIMIT)
     context = {"bookings": bookings, "page": page, "requests": requests}
     return render(request, "bookings/mine.html", context)
 

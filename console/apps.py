@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy
 
 
 class ConsoleConfig(AppConfig):
@@ -8,4 +9,4 @@ class ConsoleConfig(AppConfig):
     log, drills and the reconciliation queue. The engine never imports this app."""
 
     name = "console"
-    verbose_name = "Console"
+    verbose_name = gettext_lazy("Console")

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from accounts.models import Role
+from accounts.selectors import user_roles
 from agentops.live.consumers import RunTraceConsumer
+from agentops.selectors import QUEUE_GROUP, may_reconcile
+from approvals.live import INBOX_GROUP
 from console.cards import event_fragment
 
 
@@ -13,3 +20,44 @@ class RunCardConsumer(RunTraceConsumer):
 
     def fragment(self, event: dict[str, Any]) -> str | None:
         return event_fragment(event, run_id=self.run_id, language=self.language)
+
+
+class NavCountsConsumer(AsyncJsonWebsocketConsumer):
+    """Every page's navigation counts, live: an approver hears the approvals inbox change, an
+    operator the reconciliation queue; the page then re-reads its counts (the database is the
+    record; a poke only says "look again"). One-way: nothing a client sends does anything."""
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        self.groups_joined = await database_sync_to_async(_nav_groups)(user)
+        if not self.groups_joined:
+            await self.close(code=4403)
+            return
+        for group in self.groups_joined:
+            await self.channel_layer.group_add(group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        for group in getattr(self, "groups_joined", ()):
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        """One-way."""
+
+    async def inbox_changed(self, message: dict[str, Any]) -> None:
+        await self.send_json({"changed": "approvals"})
+
+    async def queue_changed(self, message: dict[str, Any]) -> None:
+        await self.send_json({"changed": "queue"})
+
+
+def _nav_groups(user: Any) -> list[str]:
+    groups = []
+    if Role.APPROVER in user_roles(user=user):
+        groups.append(INBOX_GROUP)
+    if may_reconcile(user=user):
+        groups.append(QUEUE_GROUP)
+    return groups

@@ -133,12 +133,14 @@ ROWS = [
                                                                               "302 302 302 302 302 302 302 302 302 302 302 302",
         state=A, may_change=frozenset({"e17"})),
     Row("approvals/",                  "GET",  "/approvals/",                 "302 403 302 403 302 200 302 403 302 302 302 302"),
+    Row("approvals/<uuid:request_id>/", "GET", "/approvals/{approval}/",     "302 200 302 404 302 200 302 404 302 302 302 302"),
     Row("approvals/<uuid:request_id>/decide/", "POST", "/approvals/{approval}/decide/",
                                                                               "302 302 302 302 302 302 302 302 302 302 302 302",
         {"decision": "reject", "reason": "matrix"}, state=A, may_change=frozenset({"a01"})),
     Row("approvals/<uuid:request_id>/refresh/", "POST", "/approvals/{approval}/refresh/",
                                                                               "302 302 302 302 302 302 302 302 302 302 302 302",
         state=A),
+    Row("nav/counts/",                 "GET",  "/nav/counts/",                "302 200 302 200 302 200 302 200 302 302 302 302"),
     Row("operators/queue/",            "GET",  "/operators/queue/",           "302 403 302 403 302 403 302 200 302 302 302 302"),
     Row("operators/queue/<uuid:action_id>/decide/", "POST", "/operators/queue/{action}/decide/",
                                                                               "302 403 302 403 302 403 302 302 302 302 302 302",
@@ -194,6 +196,7 @@ WS_ROWS = [
     ("ws/schedule/",           "/ws/schedule/?day=2026-12-02", "4401 1 4401 1 4401 1 4401 1 4401 4401 4401 4401"),
     # The last route: any path no consumer serves is refused at the handshake (config.security).
     ("",                       "/ws/nothing-here/", "4404 4404 4404 4404 4404 4404 4404 4404 4404 4404 4404 4404"),
+    ("ws/nav/",                "/ws/nav/",        "4401 4403 4401 4403 4401 1 4401 1 4401 4401 4401 4401"),
 ]
 # fmt: on
 

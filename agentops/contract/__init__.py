@@ -38,6 +38,7 @@ from agentops.contract.tools import (
     CallContext,
     Compensation,
     Handler,
+    Message,
     ReceiptLookup,
     ReceiptStatus,
     Risk,
@@ -46,6 +47,8 @@ from agentops.contract.tools import (
     ToolMeta,
     ToolSpec,
     Verification,
+    message_json,
+    message_text,
 )
 
 __all__ = [
@@ -60,6 +63,7 @@ __all__ = [
     "DrillRunPlan",
     "Handler",
     "LostReceiptError",
+    "Message",
     "ModelContext",
     "Observation",
     "Planner",
@@ -88,5 +92,7 @@ __all__ = [
     "governed_call",
     "install_broadcaster",
     "install_governor",
+    "message_json",
+    "message_text",
     "success",
 ]

@@ -3,7 +3,7 @@ seed 002 (receipt lookup by key, verification, optional compensation)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -85,9 +85,62 @@ class Verification:
 
 
 @dataclass(frozen=True)
+class Message:
+    """Something said to a person, stored as an English msgid with its parameters and rendered
+    in the reader's language at display time (the domain marks ``msgid`` with gettext_noop).
+
+    A parameter is a plain value, or a tagged one the renderer formats for the reader:
+    ``{"span": [start_iso, end_iso]}`` (weekday, date and time range), ``{"at": iso}``,
+    ``{"department": code}`` or a nested message ``{"msgid": ..., "params": ...}``."""
+
+    msgid: str
+    params: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def text(self) -> str:
+        """The English text (for the model, the API's envelopes and logs)."""
+        return message_text(self.as_json())
+
+    def as_json(self) -> dict[str, Any]:
+        return {"msgid": self.msgid, "params": dict(self.params)}
+
+
+def message_text(value: Any) -> str:
+    """English text of a stored message (``{"msgid", "params"}``), a Message or a plain string
+    (rows recorded before messages were stored as ids)."""
+    if isinstance(value, Message):
+        value = value.as_json()
+    if not isinstance(value, dict) or "msgid" not in value:
+        return "" if value is None else str(value)
+    params = {k: _param_text(v) for k, v in (value.get("params") or {}).items()}
+    try:
+        return str(value["msgid"]) % params if params else str(value["msgid"])
+    except (KeyError, TypeError, ValueError):
+        return str(value["msgid"])
+
+
+def _param_text(value: Any) -> Any:
+    if isinstance(value, dict):
+        if "span" in value:
+            start, end = [*list(value["span"]), "", ""][:2]
+            return f"{start} to {end}"
+        if "at" in value:
+            return str(value["at"])
+        if "department" in value:
+            return str(value["department"])
+        if "msgid" in value:
+            return message_text(value)
+    return value
+
+
+def message_json(value: Message | str) -> dict[str, Any] | str:
+    """How a reason is stored: a Message as its id and parameters, a string as it is."""
+    return value.as_json() if isinstance(value, Message) else value
+
+
+@dataclass(frozen=True)
 class Risk:
     level: SideEffect
-    reasons: tuple[str, ...] = ()
+    reasons: tuple[Message | str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -138,6 +191,13 @@ class ToolSpec[I: BaseModel]:
     # The version of the state a call acts on (e.g. a room's schedule), bound into approvals.
     environment_version: Callable[[I], int | None] | None = None
     summarize: Callable[[dict[str, Any], str], str] | None = None  # (receipt, language) -> reply
+    # For the approver: the call in a person's words (room name, weekday, date, time), and
+    # what stands in its way now (slot taken, room changed, requester no longer allowed): an
+    # empty tuple when the write can still succeed. ``not_done`` says what did not happen when
+    # an approved call failed ("Nothing was booked.").
+    describe: Callable[[CallContext, BaseModel], Message] | None = None
+    recheck: Callable[[CallContext, BaseModel], tuple[Message, ...]] | None = None
+    not_done: Message | None = None
 
     def __post_init__(self) -> None:
         if not self.meta.readonly and (self.lookup_receipt is None or self.verify is None):

@@ -9,19 +9,33 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import uuid
 from datetime import timedelta
+from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
-from pydantic import BaseModel
+from django.utils.translation import gettext_noop
+from pydantic import BaseModel, ValidationError
 
-from agentops.contract import Reason, ToolError, ToolSpec, canonical_json, exports
-from agentops.models import Action, ActionStatus, AgentRun, EventKind
+from agentops.contract import (
+    Reason,
+    SideEffect,
+    ToolError,
+    ToolSpec,
+    canonical_json,
+    exports,
+    message_json,
+)
+from agentops.models import Action, ActionStatus, AgentRun, EventKind, RunKind
+from agentops.runtime import registry
+from agentops.runtime.context import action_context
 from agentops.runtime.idempotency import request_digest
 from agentops.runtime.queue import enqueue_approval_refresh, enqueue_approval_settled
 from agentops.runtime.trace import trace_append
+from approvals import live as approvals_live
 from approvals import services as approvals
 from approvals.models import RequestStatus
 
@@ -82,6 +96,10 @@ def request_open(run: AgentRun, action: Action, spec: ToolSpec, args: BaseModel)
             "risk_reasons": action.risk_reasons,
             "observed_version": action.observed_version,
             "goal": run.goal[:300],
+            # In the approver's words (rendered in their language at display time).
+            "requester_name": subject.get_full_name() or subject.get_username(),
+            "channel": _channel(run, action),
+            "summary": _describe(run, action, spec, args),
         },
         deadline=deadline,
     )
@@ -136,3 +154,149 @@ def on_settled(sender: Any, request: Any, **kwargs: Any) -> None:
     ended finds the run terminal there and does nothing)."""
     with transaction.atomic():
         enqueue_approval_settled(request.action_ref)
+
+
+# How a request reached the runtime, in words (the channel of a direct call is the prefix of its
+# idempotency key: "<channel>:<user>:<key>").
+CHANNEL_WORDS = {
+    "web": gettext_noop("on the booking screen"),
+    "api": gettext_noop("through the JSON API"),
+    "mcp": gettext_noop("through an MCP client"),
+    "assistant": gettext_noop("asked the assistant: “%(goal)s”"),
+}
+
+
+def _channel(run: AgentRun, action: Action) -> dict[str, Any]:
+    if run.kind == RunKind.ASSISTANT:
+        return {"msgid": CHANNEL_WORDS["assistant"], "params": {"goal": run.goal[:300]}}
+    if run.kind == RunKind.MCP:
+        return {"msgid": CHANNEL_WORDS["mcp"], "params": {}}
+    prefix = (action.idempotency_key or "").split(":", 1)[0]
+    return {"msgid": CHANNEL_WORDS.get(prefix, CHANNEL_WORDS["api"]), "params": {}}
+
+
+def _describe(run: AgentRun, action: Action, spec: ToolSpec, args: BaseModel) -> Any:
+    if spec.describe is None:
+        return None
+    return message_json(spec.describe(action_context(run, action), args))
+
+
+NOT_RUNNABLE = gettext_noop("This request can no longer run: %(state)s.")
+
+
+def _loaded(action_ref: str) -> tuple[Action, ToolSpec, BaseModel] | None:
+    if not _is_uuid(action_ref):
+        return None
+    action = Action.objects.select_related("run", "run__subject").filter(pk=action_ref).first()
+    spec = registry.get(action.tool) if action is not None else None
+    if action is None or spec is None:
+        return None
+    try:
+        args = spec.input_model.model_validate_json(canonical_json(action.params))
+    except ValidationError:
+        return None
+    return action, spec, args
+
+
+def request_recheck(*, action_ref: str, signed_binding: dict[str, Any]) -> list[dict[str, Any]]:
+    """What would stop this waiting action from succeeding if it were approved now, as stored
+    messages (empty: it can still succeed): the tool's own re-check of its intent against the
+    present (slot, room facts, requester). Reads only. A binding that merely drifted (another
+    slot of the room was booked) is no obstacle here: the approval then freezes before it runs
+    and asks for a fresh one against the current state (``verify_before_execution``)."""
+    loaded = _loaded(action_ref)
+    if loaded is None:  # not an action of this runtime: nothing known stands in its way
+        return []
+    action, spec, args = loaded
+    run = action.run
+    if action.status != ActionStatus.WAITING_APPROVAL or run.is_terminal:
+        return [{"msgid": NOT_RUNNABLE, "params": {"state": action.status}}]
+    if spec.recheck is None:
+        return []
+    return [message_json(m) for m in spec.recheck(action_context(run, action), args)]
+
+
+class OutcomeState(StrEnum):
+    DONE = "done"
+    FAILED = "failed"
+    RUNNING = "running"
+    UNCLEAR = "unclear"
+    NOT_RUN = "not_run"
+
+
+OUTCOME_WORDS = {
+    OutcomeState.DONE: gettext_noop("Done as approved."),
+    OutcomeState.RUNNING: gettext_noop("Approved; it is being carried out."),
+    OutcomeState.UNCLEAR: gettext_noop(
+        "Approved, but whether it happened is unclear: an operator is checking."
+    ),
+    OutcomeState.FAILED: gettext_noop("Approved, but it failed: %(why)s %(not_done)s"),
+    OutcomeState.NOT_RUN: gettext_noop("Approved, but it did not run: %(not_done)s"),
+}
+NOTHING_DONE = gettext_noop("Nothing was done.")
+FAILED_WHY = gettext_noop("it failed")
+
+
+def _outcome(action: Action, spec: ToolSpec | None) -> dict[str, Any]:
+    status = action.status
+    not_done = message_json(spec.not_done) if spec and spec.not_done else {"msgid": NOTHING_DONE}
+    if status == ActionStatus.SUCCEEDED:
+        state = OutcomeState.DONE
+    elif status in (ActionStatus.UNKNOWN_OUTCOME, ActionStatus.NEEDS_HUMAN):
+        state = OutcomeState.UNCLEAR
+    elif status == ActionStatus.FAILED:
+        envelope = action.result or {}
+        detail = envelope.get("detail") or {}
+        why: Any = (
+            {"msgid": detail["msgid"], "params": detail.get("params") or {}}
+            if detail.get("msgid")
+            else (envelope.get("message") or {"msgid": FAILED_WHY})
+        )
+        now = _recheck_now(action, spec)
+        if now and envelope.get("reason") == Reason.CONFLICT:
+            why = now[0]  # in the domain's words ("R12 was taken meanwhile"), not its versions
+        return {
+            "state": OutcomeState.FAILED,
+            "message": {
+                "msgid": OUTCOME_WORDS[OutcomeState.FAILED],
+                "params": {"why": why, "not_done": not_done},
+            },
+        }
+    elif status == ActionStatus.CANCELLED or action.run.is_terminal:
+        state = OutcomeState.NOT_RUN
+    else:
+        state = OutcomeState.RUNNING
+    params = {"not_done": not_done} if state == OutcomeState.NOT_RUN else {}
+    return {"state": state, "message": {"msgid": OUTCOME_WORDS[state], "params": params}}
+
+
+def _recheck_now(action: Action, spec: ToolSpec | None) -> list[dict[str, Any]]:
+    if spec is None or spec.recheck is None:
+        return []
+    loaded = _loaded(str(action.pk))
+    if loaded is None:
+        return []
+    _, _, args = loaded
+    return [message_json(m) for m in spec.recheck(action_context(action.run, action), args)]
+
+
+def request_outcomes(*, action_refs: list[str]) -> dict[str, dict[str, Any]]:
+    """What became of each approved action (by its reference), read from the action's status
+    and result: ``{"state": ..., "message": stored message}``. Unknown references are absent."""
+    refs = [r for r in action_refs if _is_uuid(r)]
+    actions = Action.objects.filter(pk__in=refs).select_related("run", "run__subject")
+    return {str(a.pk): _outcome(a, registry.get(a.tool)) for a in actions}
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(str(text))
+    except ValueError:
+        return False
+    return True
+
+
+def outcome_announce(action_id: Any) -> None:
+    """An approved action ran: the open inboxes re-read, so its outcome shows live."""
+    if Action.objects.filter(pk=action_id, risk=SideEffect.HIGH.value).exists():
+        approvals_live.inbox_poke()

@@ -15,12 +15,13 @@ from datetime import date, datetime, time, timedelta
 from enum import StrEnum
 from typing import Any
 
+from django.contrib.auth.models import Group
 from django.db import transaction
-from django.db.models import CharField, F, Q, QuerySet, Value
+from django.db.models import CharField, Exists, F, OuterRef, Q, QuerySet, Value
 from django.db.models.functions import Cast, Coalesce
 from django.utils import timezone
 
-from accounts.models import AuditAction, AuditEntry, User
+from accounts.models import AuditAction, AuditEntry, Role, User
 from accounts.services import audit_record
 from agentops.models import Action, ActionStatus
 
@@ -51,6 +52,7 @@ class AuditFilters:
     risk: str = ""
     date_from: date | None = None
     date_to: date | None = None  # inclusive
+    drills: bool = False  # include drill and sandbox rows (hidden by default)
 
     def as_json(self) -> dict[str, str]:
         return {k: str(v) for k, v in asdict(self).items() if v}
@@ -68,7 +70,9 @@ def _tool_rows(f: AuditFilters) -> QuerySet | None:
         qs = qs.filter(status=f.outcome)
     if f.risk:
         qs = qs.filter(risk=f.risk)
-    qs = qs.filter(**_window("created_at", f))
+    qs = qs.filter(**_window("created_at", f)).annotate(drill=_sandboxed("run__subject"))
+    if not f.drills:
+        qs = qs.filter(drill=False)
     return qs.annotate(
         kind=Value(RowKind.TOOL.value, output_field=CharField()),
         at=F("created_at"),
@@ -92,7 +96,9 @@ def _human_rows(f: AuditFilters) -> QuerySet | None:
         qs = qs.filter(actor__in=_users(f.user))
     if f.outcome:
         qs = qs.filter(action=f.outcome)
-    qs = qs.filter(**_window("at", f))
+    qs = qs.filter(**_window("at", f)).annotate(drill=_sandboxed("actor"))
+    if not f.drills:
+        qs = qs.filter(drill=False)
     return qs.annotate(
         kind=Value(RowKind.HUMAN.value, output_field=CharField()),
         username=F("actor__username"),
@@ -115,7 +121,13 @@ _SELECT = (
     "risk_",
     "run_ref",
     "row_ref",
+    "drill",
 )
+
+
+def _sandboxed(user_path: str) -> Exists:
+    """Whether the row's person is a drill identity (the sandbox group): a drill's row."""
+    return Exists(Group.objects.filter(name=Role.SANDBOX, user=OuterRef(user_path)))
 
 
 def _users(text: str) -> QuerySet:
@@ -144,6 +156,7 @@ class AuditRow:
     risk: str
     run: str
     ref: str
+    drill: bool = False  # a drill's or sandbox row
 
 
 def audit_rows(*, filters: AuditFilters) -> QuerySet:
@@ -172,6 +185,13 @@ class RowDetail:
     reason: str = ""
     request: str = ""  # the run's request text: personal data
     detail: dict[str, Any] | None = None
+    # The key facts as columns: the room a call acts on and the time it books, its arguments
+    # and answer whole (shown behind a disclosure), the refusal's message in the reader's words.
+    room: str = ""
+    span: tuple[str, str] | None = None
+    params: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    said: dict[str, Any] | None = None
 
 
 def audit_details(*, rows: list[AuditRow]) -> dict[str, RowDetail]:
@@ -188,12 +208,41 @@ def audit_details(*, rows: list[AuditRow]) -> dict[str, RowDetail]:
             duration_ms=action.duration_ms,
             reason=str(result.get("reason") or result.get("code") or ""),
             request=action.run.goal,
+            room=_room(action.params, result),
+            span=_span(action.params, result),
+            params=action.params,
+            result=result,
+            said=_said(result),
         )
     for entry in AuditEntry.objects.filter(pk__in=human_refs):
         found[str(entry.pk)] = RowDetail(
             target=entry.target, summary=_short(entry.detail), detail=entry.detail
         )
     return found
+
+
+def _room(params: Any, result: dict[str, Any]) -> str:
+    data = result.get("data") if isinstance(result.get("data"), dict) else {}
+    params = params if isinstance(params, dict) else {}
+    return str(params.get("room_id") or data.get("room_id") or "")
+
+
+def _span(params: Any, result: dict[str, Any]) -> tuple[str, str] | None:
+    data = result.get("data") if isinstance(result.get("data"), dict) else {}
+    for source in (params if isinstance(params, dict) else {}, data):
+        if source.get("start_at") and source.get("end_at"):
+            return str(source["start_at"]), str(source["end_at"])
+    return None
+
+
+def _said(result: dict[str, Any]) -> dict[str, Any] | None:
+    """A refusal as a stored message (the domain's msgid and params), or its English text."""
+    detail = result.get("detail") if isinstance(result.get("detail"), dict) else {}
+    if detail.get("msgid"):
+        return {"msgid": detail["msgid"], "params": detail.get("params") or {}}
+    if result.get("message"):
+        return {"msgid": "", "text": str(result["message"])}
+    return None
 
 
 def _short(value: Any, limit: int = 160) -> str:

@@ -18,6 +18,7 @@ from agentops.contract import (
     Delegation,
     Reason,
     failure,
+    message_text,
 )
 from agentops.contract.limits import refused_input, safe_text
 from agentops.models import (
@@ -232,7 +233,7 @@ def _refused(run: AgentRun, verdict: gate.Verdict) -> None:
 
 def pending_envelope(action: Action) -> dict[str, Any]:
     """The answer to a direct call that waits for a human: transient, with where to look."""
-    reasons = "; ".join(action.risk_reasons) or "high risk"
+    reasons = "; ".join(map(message_text, action.risk_reasons)) or "high risk"
     envelope = failure(
         Reason.IN_PROGRESS,
         "approval_pending",

@@ -17,11 +17,13 @@ from pydantic import BaseModel, ValidationError
 from agentops.contract import (
     CallContext,
     Delegation,
+    Message,
     Reason,
     SideEffect,
     ToolError,
     ToolSpec,
     canonical_json,
+    message_text,
 )
 from agentops.contract.limits import safe_text
 from agentops.runtime import ratelimit, registry
@@ -53,7 +55,7 @@ class Verdict:
     spec: ToolSpec | None = None
     args: BaseModel | None = None
     risk: SideEffect | None = None
-    risk_reasons: tuple[str, ...] = ()
+    risk_reasons: tuple[Message | str, ...] = ()
     error: ToolError | None = None
 
 
@@ -269,7 +271,7 @@ def check_loop(same_calls_before: int) -> Verdict | None:
 
 def assess_risk(
     spec: ToolSpec, ctx: CallContext, args: BaseModel
-) -> tuple[SideEffect, tuple[str, ...]]:
+) -> tuple[SideEffect, tuple[Message | str, ...]]:
     """Static metadata, raised (never lowered) by the tool's own rules."""
     level = spec.meta.side_effect
     reasons: tuple[str, ...] = ()
@@ -332,7 +334,7 @@ def recheck(
             GateCheck.POLICY,
             Reason.FORBIDDEN,
             "risk_raised",
-            f"This call now needs a human approval ({'; '.join(reasons)}).",
+            f"This call now needs a human approval ({'; '.join(map(message_text, reasons))}).",
             "Propose it again; a human will be asked.",
         )
     return None

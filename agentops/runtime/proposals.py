@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from agentops.contract import CallContext, ToolSpec, canonical_json
+from agentops.contract import CallContext, ToolSpec, canonical_json, message_json
 from agentops.contract.limits import refused_input, safe_text
 from agentops.models import Action, ActionStatus, AgentRun, EventKind
 from agentops.runtime import approval, gate
@@ -80,7 +80,7 @@ def proposal_record(
         readonly=spec.meta.readonly if spec else True,
         observed_version=_version(params.get("expected_version")),
         risk=verdict.risk.value if verdict.risk else "",
-        risk_reasons=list(verdict.risk_reasons),
+        risk_reasons=[message_json(r) for r in verdict.risk_reasons],
         proposal_deadline=run.deadline,
     )
     status = _STATUS[verdict.decision]

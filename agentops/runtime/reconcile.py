@@ -37,6 +37,7 @@ from agentops.runtime.idempotency import idempotency_complete, idempotency_relea
 from agentops.runtime.invoke import inflight_key
 from agentops.runtime.locks import lock_action
 from agentops.runtime.queue import enqueue_action, enqueue_reconcile_resume
+from agentops.runtime.queue_notice import queue_entered, queue_poke
 from agentops.runtime.redis_client import get_redis
 from agentops.runtime.runs import action_settled
 from agentops.runtime.saga import saga_retry
@@ -152,6 +153,7 @@ def action_reconcile(action_id: Any) -> None:
                 payload={"key": action.idempotency_key},
                 run=run,
             )
+            queue_entered(action=action)
             if run.status == RunStatus.COMPENSATING:
                 # The saga decides: an undo nobody can confirm -> rollback_pending; a write
                 # of the run -> the rollback waits for the operators' decision on it.
@@ -285,6 +287,7 @@ def _record_decision(
             "receipt": lookup.receipt,
         },
     )
+    queue_poke()
     # A human decision may come long after the run's deadline: like an approval, it gives the
     # call and the run a fresh window to finish in.
     fresh = timezone.now() + OPERATOR_DECISION_WINDOW

@@ -100,9 +100,10 @@ def finish_with_verification(
             summaries.append(verdict.detail)
     delegation = Delegation.from_json(run.delegation)
     wanted_write = delegation.max_writes > 0
-    nothing_done = assistant.reply(
-        ReplyKind.NOTHING_DONE, language=run.language, detail=step.message
-    )
+    # A model that says it is done when nothing confirmed is not repeated ("Nothing was booked.
+    # I booked it!"): only what it says when it gives up or asks goes into the reply.
+    said = step.message if step.outcome != StepOutcome.DONE else ""
+    nothing_done = assistant.reply(ReplyKind.NOTHING_DONE, language=run.language, detail=said)
     complete = step.outcome == StepOutcome.DONE and not _missing(delegation, writes)
     if problems:
         outcome = RunOutcome.VERIFICATION_FAILED

@@ -7,9 +7,10 @@ from typing import Any
 
 from django import template
 from django.utils import formats, timezone
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_lazy
 
 from accounts.models import Department
+from approvals.models import ApprovalAudit, AuditEvent
 
 register = template.Library()
 
@@ -47,3 +48,47 @@ def intent_fields(intent: dict[str, Any]) -> list[tuple[str, Any]]:
     }
     ordered = [name for name in labels if name in params] + [n for n in params if n not in labels]
     return [(gettext(labels[name]) if name in labels else name, params[name]) for name in ordered]
+
+
+EVENT_WORDS = {
+    AuditEvent.REQUESTED: gettext_lazy("Requested"),
+    AuditEvent.APPROVED: gettext_lazy("Approved"),
+    AuditEvent.REJECTED: gettext_lazy("Rejected"),
+    AuditEvent.REFUSED: gettext_lazy("A decision was refused"),
+    AuditEvent.EXPIRED: gettext_lazy("Expired: nobody decided in time"),
+    AuditEvent.WITHDRAWN: gettext_lazy("Withdrawn"),
+    AuditEvent.CONSUMED: gettext_lazy("The approval was used: it ran"),
+    AuditEvent.NOT_VALID: gettext_lazy("The approval was not accepted when it was to run"),
+    AuditEvent.REFRESH_REQUESTED: gettext_lazy("A fresh approval was asked for"),
+}
+# The audit's outcome codes (approvals' own), in words.
+CODE_WORDS = {
+    "cannot_succeed": gettext_lazy("it could no longer be done as requested"),
+    "reason_required": gettext_lazy("no reason was given"),
+    "self_approval": gettext_lazy("nobody approves their own request"),
+    "not_an_approver": gettext_lazy("only approvers decide"),
+    "already_decided": gettext_lazy("it was already decided"),
+    "expired": gettext_lazy("its deadline had passed"),
+    "not_found": gettext_lazy("no such request"),
+    "not_yours": gettext_lazy("not the requester's own"),
+    "not_stale": gettext_lazy("it did not need a fresh approval"),
+    "approval_drifted": gettext_lazy("what it acts on had changed since it was approved"),
+    "approval_expired": gettext_lazy("the approval had expired"),
+    "approval_missing": gettext_lazy("there was no approval"),
+    "nonce_replayed": gettext_lazy("the approval had already been used"),
+    "bad_signature": gettext_lazy("the approval's signature did not verify"),
+    "unknown_key": gettext_lazy("the approval was signed with an unknown key"),
+    "not_approved": gettext_lazy("the signed decision was not an approval"),
+}
+
+
+@register.filter
+def audit_words(entry: ApprovalAudit) -> str:
+    """An approvals audit row as people read it: the event, and why (its code) in words."""
+    event = EVENT_WORDS.get(entry.event, entry.event)
+    if not entry.code:
+        return str(event)
+    return gettext("%(event)s: %(why)s") % {
+        "event": event,
+        "why": CODE_WORDS.get(entry.code, entry.code),
+    }

@@ -93,6 +93,9 @@ TOOLS = [
         assess_risk=adapters.reserve_risk,
         environment_version=adapters.reserve_environment_version,
         summarize=adapters.reserve_summarize,
+        describe=adapters.reserve_describe,
+        recheck=adapters.reserve_recheck,
+        not_done=adapters.RESERVE_NOT_DONE,
     ),
     ToolSpec(
         name="cancel_booking",
@@ -119,6 +122,9 @@ TOOLS = [
         verify=adapters.cancel_verify,
         assess_risk=adapters.cancel_risk,
         summarize=adapters.cancel_summarize,
+        describe=adapters.cancel_describe,
+        recheck=adapters.cancel_recheck,
+        not_done=adapters.CANCEL_NOT_DONE,
     ),
     ToolSpec(
         name="change_booking",

@@ -7,14 +7,17 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import OperationalError
-from django.utils import translation
-from django.utils.translation import gettext
+from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
+from django.db.models import Q
+from django.utils import timezone, translation
+from django.utils.translation import gettext, gettext_noop
 
 from accounts.models import Role
 from accounts.selectors import user_roles
 from agentops.contract import (
     CallContext,
     Compensation,
+    Message,
     ReceiptLookup,
     ReceiptStatus,
     Risk,
@@ -23,7 +26,7 @@ from agentops.contract import (
 )
 from bookings import selectors
 from bookings.assistant import replies
-from bookings.models import Booking, BookingStatus
+from bookings.models import Booking, BookingStatus, Room
 from bookings.tools.handlers import booking_out, change_out
 from bookings.tools.schemas import (
     BookingOut,
@@ -125,17 +128,36 @@ LONG_BOOKING = timedelta(hours=LONG_BOOKING_HOURS)
 
 def reserve_risk(ctx: CallContext, args: ReserveRoomInput) -> Risk:
     facts = selectors.room_policy_facts(code=args.room_id)
-    reasons = []
+    reasons: list[Message] = []
     if facts is not None:
         requires_approval, department = facts
         if requires_approval:
-            reasons.append(f"{args.room_id} is a premium room that needs approval")
+            reasons.append(
+                Message(
+                    gettext_noop("%(room)s is a premium room that needs approval"),
+                    {"room": args.room_id},
+                )
+            )
         dept = getattr(ctx.user, "department", "")
         if dept and department != dept:
-            reasons.append(f"{args.room_id} belongs to {department}, not {dept}")
+            reasons.append(
+                Message(
+                    gettext_noop("%(room)s belongs to %(department)s, not %(own)s"),
+                    {
+                        "room": args.room_id,
+                        "department": {"department": department},
+                        "own": {"department": dept},
+                    },
+                )
+            )
     if args.end_at - args.start_at > LONG_BOOKING:
         hours = (args.end_at - args.start_at).total_seconds() / 3600
-        reasons.append(f"a booking of {hours:g} hours, longer than {LONG_BOOKING_HOURS}")
+        reasons.append(
+            Message(
+                gettext_noop("a booking of %(hours)s hours, longer than %(limit)s"),
+                {"hours": f"{hours:g}", "limit": LONG_BOOKING_HOURS},
+            )
+        )
     return Risk(SideEffect.HIGH if reasons else SideEffect.MEDIUM, tuple(reasons))
 
 
@@ -149,7 +171,7 @@ def cancel_risk(ctx: CallContext, args: BookingRef) -> Risk:
         and booking.requester_id != ctx.user.pk
         and Role.ADMIN in user_roles(user=ctx.user)
     ):
-        return Risk(SideEffect.HIGH, ("cancels another employee's booking",))
+        return Risk(SideEffect.HIGH, (Message(gettext_noop("cancels another employee's booking")),))
     return Risk(SideEffect.MEDIUM)
 
 
@@ -232,3 +254,154 @@ def change_summarize(receipt: dict[str, Any], language: str) -> str:
             "code": receipt["booking_id"],
             "room": receipt["room_id"],
         }
+
+
+# --- what an approver reads: the call in words, and what stands in its way now ----------------
+
+BOOKING_ROLES = frozenset({Role.EMPLOYEE, Role.APPROVER, Role.ADMIN})
+RESERVE_NOT_DONE = Message(gettext_noop("Nothing was booked."))
+CANCEL_NOT_DONE = Message(gettext_noop("The booking was not cancelled."))
+
+
+def _span(start: Any, end: Any) -> dict[str, list[str]]:
+    return {"span": [start.isoformat(), end.isoformat()]}
+
+
+def _person(user: Any) -> str:
+    return (user.get_full_name() or user.get_username()) if user is not None else ""
+
+
+def reserve_describe(ctx: CallContext, args: ReserveRoomInput) -> Message:
+    room = Room.objects.filter(code=args.room_id).only("name").first()
+    attendees = args.attendees or ctx.delegation.attendees
+    params = {
+        "room": args.room_id,
+        "room_name": room.name if room is not None else args.room_id,
+        "when": _span(args.start_at, args.end_at),
+    }
+    if attendees:
+        return Message(
+            gettext_noop("Book %(room_name)s (%(room)s), %(when)s, for %(attendees)s people"),
+            params | {"attendees": attendees},
+        )
+    return Message(gettext_noop("Book %(room_name)s (%(room)s), %(when)s"), params)
+
+
+def _requester_problems(ctx: CallContext) -> list[Message]:
+    user = ctx.user
+    if not user.is_active or not (user_roles(user=user) & BOOKING_ROLES):
+        return [
+            Message(gettext_noop("%(person)s may no longer book rooms."), {"person": _person(user)})
+        ]
+    return []
+
+
+def reserve_recheck(ctx: CallContext, args: ReserveRoomInput) -> tuple[Message, ...]:
+    """What would make this reservation fail if it ran now (empty: it can still succeed)."""
+    problems = _requester_problems(ctx)
+    room = Room.objects.filter(code=args.room_id).first()
+    if room is None:
+        return (
+            *problems,
+            Message(gettext_noop("%(room)s no longer exists."), {"room": args.room_id}),
+        )
+    attendees = args.attendees or ctx.delegation.attendees or 0
+    if not room.bookable:
+        problems.append(
+            Message(gettext_noop("%(room)s can no longer be booked."), {"room": room.code})
+        )
+    if attendees > room.capacity:
+        problems.append(
+            Message(
+                gettext_noop("%(room)s now holds %(capacity)s people, fewer than %(attendees)s."),
+                {"room": room.code, "capacity": room.capacity, "attendees": attendees},
+            )
+        )
+    if args.start_at <= timezone.now():
+        problems.append(Message(gettext_noop("The time has already begun or passed.")))
+    taken = (
+        Booking.objects.filter(
+            room=room,
+            status=BookingStatus.CONFIRMED,
+            during__overlap=DateTimeTZRange(args.start_at, args.end_at, "[)"),
+        )
+        .exclude(idempotency_key=ctx.idempotency_key or "-")
+        .order_by("during")
+        .first()
+    )
+    if taken is not None:
+        problems.append(
+            Message(
+                gettext_noop("%(room)s was taken meanwhile: another booking holds %(when)s."),
+                {"room": room.code, "when": _span(taken.during.lower, taken.during.upper)},
+            )
+        )
+    elif _window_moved(room, args, ctx.idempotency_key):
+        problems.append(
+            Message(
+                gettext_noop(
+                    "%(room)s's schedule for that time changed after the request was made: "
+                    "the booking would be refused as out of date."
+                ),
+                {"room": room.code},
+            )
+        )
+    return tuple(problems)
+
+
+def _window_moved(room: Room, args: ReserveRoomInput, key: str) -> bool:
+    """What booking_reserve calls not fresh: the schedule of this window moved after the version
+    the request carries (a booking in it was made or cancelled since)."""
+    expected = args.expected_version
+    if expected > room.schedule_version:
+        return True
+    return (
+        Booking.objects.filter(
+            room=room, during__overlap=DateTimeTZRange(args.start_at, args.end_at, "[)")
+        )
+        .filter(Q(created_version__gt=expected) | Q(cancelled_version__gt=expected))
+        .exclude(idempotency_key=key or "-")
+        .exists()
+    )
+
+
+def cancel_describe(ctx: CallContext, args: BookingRef) -> Message:
+    booking = (
+        Booking.objects.filter(code=args.booking_id).select_related("room", "requester").first()
+    )
+    if booking is None:
+        return Message(gettext_noop("Cancel booking %(booking)s"), {"booking": args.booking_id})
+    return Message(
+        gettext_noop("Cancel %(booking)s: %(room_name)s (%(room)s), %(when)s, booked by %(owner)s"),
+        {
+            "booking": booking.code,
+            "room": booking.room.code,
+            "room_name": booking.room.name,
+            "when": _span(booking.during.lower, booking.during.upper),
+            "owner": _person(booking.requester),
+        },
+    )
+
+
+def cancel_recheck(ctx: CallContext, args: BookingRef) -> tuple[Message, ...]:
+    booking = Booking.objects.filter(code=args.booking_id).only("status", "requester_id").first()
+    if booking is None:
+        return (
+            Message(gettext_noop("%(booking)s no longer exists."), {"booking": args.booking_id}),
+        )
+    problems = _requester_problems(ctx)
+    if booking.status != BookingStatus.CONFIRMED:
+        problems.append(
+            Message(
+                gettext_noop("%(booking)s is already cancelled: there is nothing to cancel."),
+                {"booking": booking.code},
+            )
+        )
+    if booking.requester_id != ctx.user.pk and Role.ADMIN not in user_roles(user=ctx.user):
+        problems.append(
+            Message(
+                gettext_noop("%(person)s is no longer an admin and may not cancel this booking."),
+                {"person": _person(ctx.user)},
+            )
+        )
+    return tuple(problems)

@@ -11,6 +11,8 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from accounts.http import AuthedRequest
+from accounts.models import AuditAction
+from accounts.selectors import audit_entries_latest
 from agentops.selectors import may_reconcile
 from agentops.services import DecisionResult, action_reconcile_decide, rollback_retry_decide
 from console.operators.sections import SECTIONS, queue_count
@@ -21,8 +23,27 @@ def _forbidden(request: AuthedRequest) -> HttpResponse:
     return render(request, "console/operators/forbidden.html", context, status=403)
 
 
+RESOLVED = (
+    AuditAction.RECONCILE_ACCEPTED,
+    AuditAction.RECONCILE_RETRIED,
+    AuditAction.RECONCILE_ABANDONED,
+    AuditAction.ROLLBACK_RESOLVED,
+)
+
+
 def _queue_context() -> dict:
-    return {"sections": [(section, section.items()) for section in SECTIONS]}
+    return {
+        "sections": [(section, section.items()) for section in SECTIONS],
+        "resolved": audit_entries_latest(actions=RESOLVED, limit=5),
+    }
+
+
+@require_GET
+@login_required
+def nav_counts(request: AuthedRequest) -> HttpResponse:
+    """The navigation's counts as out-of-band fragments (every page re-reads them when its
+    live socket says a count changed); the context processors compute what the reader may see."""
+    return render(request, "console/_nav_counts.html")
 
 
 @require_GET

@@ -55,6 +55,11 @@ class AuditFilterForm(forms.Form):
     )
     date_from = forms.DateField(label=gettext_lazy("From"), required=False, widget=_DATE)
     date_to = forms.DateField(label=gettext_lazy("To"), required=False, widget=_DATE)
+    drills = forms.BooleanField(
+        label=gettext_lazy("Show drill and sandbox rows"),
+        required=False,
+        help_text=gettext_lazy("Rehearsals by the drill identities; hidden unless asked for."),
+    )
 
     def filters(self) -> AuditFilters:
         """The filters; an invalid field is ignored (the form shows why)."""
@@ -68,6 +73,7 @@ class AuditFilterForm(forms.Form):
             risk=data.get("risk") or "",
             date_from=data.get("date_from"),
             date_to=data.get("date_to"),
+            drills=bool(data.get("drills")),
         )
 
 

@@ -11,6 +11,7 @@ from django.db import connection
 from django.test import Client
 from django.utils import timezone
 
+from agentops.contract import message_text
 from agentops.models import Action
 from agentops.runtime import sweeper
 from agentops.runtime.runs import run_cancel, run_start
@@ -70,7 +71,14 @@ def test_the_request_shows_the_exact_intent_and_binding(worker, e17):
         ["end_at", "End"],
     ]
     assert request.intent["subject"] == "E17"
-    assert "R16 is a premium room that needs approval" in request.intent["risk_reasons"]
+    # Stored as message ids with parameters (rendered in the reader's language), English for the API
+    assert {
+        "msgid": "%(room)s is a premium room that needs approval",
+        "params": {"room": "R16"},
+    } in (request.intent["risk_reasons"])
+    assert "R16 is a premium room that needs approval" in map(
+        message_text, request.intent["risk_reasons"]
+    )
     assert request.binding["action"] == str(action.pk)
     assert request.binding["idempotency_key"] == action.idempotency_key
     assert request.binding["environment_version"] == Room.objects.get(code="R16").schedule_version

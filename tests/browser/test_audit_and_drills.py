@@ -63,6 +63,7 @@ def test_an_admin_filters_the_audit_log_opens_a_run_and_exports_csv(
     assert records[0]["idempotency_key"] == reserve.idempotency_key
     assert records[0]["request"] == "[redacted]" and "3 people" not in text
 
+    rows.first.locator("details summary").click()  # the record, with the run's link
     rows.first.get_by_role("link").click()
     expect(page.get_by_role("heading", name=f"Run {mine.pk}")).to_be_visible()
     expect(page.locator(".goal")).to_contain_text("for 3 people")

@@ -35,13 +35,15 @@ def log(e17, e23, approver):
 
 
 def refs(response) -> list[tuple[str, str]]:
-    """(kind, name) of the rows shown, from the page's data attributes."""
+    """(kind, what) of the rows shown: the tool's name (a data attribute; the cell says it in
+    words) or the decision as the What column words it."""
     html = response.content.decode()
     rows = []
     for chunk in html.split('<tr data-kind="')[1:]:
         kind = chunk.split('"', 1)[0]
-        what = chunk.split('data-label="What">', 1)[1].split("</td>", 1)[0]
-        rows.append((kind, what.replace("<code>", "").replace("</code>", "").strip()))
+        name = chunk.split('data-name="', 1)[1].split('"', 1)[0]
+        what = chunk.split('data-label="What">', 1)[1].split("</td>", 1)[0].strip()
+        rows.append((kind, name if kind == "tool" else what))
     return rows
 
 
@@ -237,3 +239,33 @@ def test_under_asgi_an_export_streams_piece_by_piece(admin_user, e17):
         pieces = asyncio.run(export())
     assert len(pieces) > 2
     assert b"".join(pieces).decode().count("find_available_rooms") == 700
+
+
+def test_rows_read_in_words_with_the_record_behind_a_disclosure(client, admin_user, log):
+    client.force_login(admin_user)
+    html = client.get(URL).content.decode()
+    assert 'data-label="What">Book a room' in html
+    assert 'data-label="What">Look for free rooms' in html
+    assert 'data-label="Room">R7' in html
+    assert "<details>" in html and "<summary>Show the record</summary>" in html
+    # the JSON is inside the disclosure, not a column of its own
+    before_details = html.split("<details>", 1)[0]
+    assert '<pre class="json">' not in before_details
+
+
+def test_drill_rows_are_hidden_unless_asked_for_and_marked(client, admin_user, log):
+    from accounts.models import Role
+    from tests.accounts.factories import group_get, user_create
+
+    drill = user_create("drill-e1", roles=[])
+    drill.groups.add(group_get(Role.SANDBOX))
+    rehearsal = run_create(drill, goal="drill")
+    action_create(rehearsal, tool="reserve_room", status="rejected")
+    client.force_login(admin_user)
+
+    hidden = client.get(URL).content.decode()
+    shown = client.get(URL, {"drills": "on"}).content.decode()
+
+    assert 'data-drill="true"' not in hidden and "drill-e1" not in hidden
+    assert shown.count('data-drill="true"') == 1 and "drill-e1" in shown
+    assert len(refs(client.get(URL, {"drills": "on"}))) == len(refs(client.get(URL))) + 1

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from agentops.contract import message_text
 from agentops.models import Action, AgentRun, TraceEvent
 from agentops.runtime import ratelimit
 from agentops.runtime.runs import run_start
@@ -285,7 +286,7 @@ def test_a_high_risk_reservation_waits_for_approval_and_books_nothing(worker, e1
     (action,) = run.actions.all()
     assert action.status == "waiting_approval"
     assert action.risk == "HIGH"
-    assert reason in action.risk_reasons
+    assert reason in map(message_text, action.risk_reasons)
     assert action.idempotency_key == f"{run.pk}:1:0"
     event = gate_event(action)
     assert event.payload["decision"] == "approval"
@@ -367,6 +368,6 @@ def test_a_booking_longer_than_four_hours_needs_approval(worker, e17):
     )
     (action,) = run.actions.all()
     assert (run.status, action.risk) == ("waiting_approval", "HIGH")
-    assert "a booking of 5 hours, longer than 4" in action.risk_reasons
+    assert "a booking of 5 hours, longer than 4" in map(message_text, action.risk_reasons)
     assert gate_event(action).payload["policy_version"] == run.policy_version
     assert Booking.objects.count() == 0
