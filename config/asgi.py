@@ -23,6 +23,7 @@ from config.security import (  # noqa: E402
     ExactOriginValidator,
     HeaderLimits,
     SafeStaticFilesHandler,
+    SecurityHeaders,
     no_such_socket,
 )
 from console.routing import websocket_urlpatterns as run_routes  # noqa: E402
@@ -33,26 +34,28 @@ http_app = SafeStaticFilesHandler(django_asgi) if settings.SERVE_STATIC else dja
 
 # /mcp: the MCP server (streamable HTTP, bearer tokens); everything else as before. Header
 # limits hold for all of it.
-application = HeaderLimits(
-    mcp_mount(
-        ProtocolTypeRouter(
-            {
-                "http": http_app,
-                "websocket": ExactOriginValidator(
-                    AuthMiddlewareStack(
-                        URLRouter(
-                            [
-                                *run_routes,
-                                *approval_routes,
-                                *schedule_routes,
-                                # Channels routes ASGI apps with Django's re_path; its
-                                # stubs type only Django views there.
-                                re_path(r"", no_such_socket),  # type: ignore[arg-type]
-                            ]
+application = SecurityHeaders(
+    HeaderLimits(
+        mcp_mount(
+            ProtocolTypeRouter(
+                {
+                    "http": http_app,
+                    "websocket": ExactOriginValidator(
+                        AuthMiddlewareStack(
+                            URLRouter(
+                                [
+                                    *run_routes,
+                                    *approval_routes,
+                                    *schedule_routes,
+                                    # Channels routes ASGI apps with Django's re_path; its
+                                    # stubs type only Django views there.
+                                    re_path(r"", no_such_socket),  # type: ignore[arg-type]
+                                ]
+                            )
                         )
-                    )
-                ),
-            }
+                    ),
+                }
+            )
         )
     )
 )

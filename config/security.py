@@ -83,6 +83,43 @@ class ExactOriginValidator:
 # --- request headers ------------------------------------------------------------------------------
 
 
+# What every HTTP answer carries, whoever made it: Django's pages get these from their
+# middleware, but static files (served beside Django) and /mcp (an ASGI app of its own) came
+# out bare. A header the answer already has is left as it is.
+BASELINE_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+    (b"x-frame-options", b"DENY"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+    # Not an HTML page (a page's own policy, with its nonce, comes from Django's middleware):
+    # nothing it returns may run or embed anything.
+    (b"content-security-policy", b"default-src 'none'; frame-ancestors 'none'"),
+)
+
+
+class SecurityHeaders:
+    """Adds BASELINE_HEADERS to every HTTP response that lacks them (static files, /mcp, the
+    431 of HeaderLimits): the security headers do not depend on which app answered."""
+
+    def __init__(self, application: Callable[..., Awaitable[None]]) -> None:
+        self.application = application
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.application(scope, receive, send)
+            return
+
+        async def send_with_headers(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                present = {name.lower() for name, _ in message.get("headers", [])}
+                extra = [(k, v) for k, v in BASELINE_HEADERS if k not in present]
+                if extra:
+                    message = message | {"headers": [*message.get("headers", []), *extra]}
+            await send(message)
+
+        await self.application(scope, receive, send_with_headers)
+
+
 class HeaderLimits:
     """Refuses an HTTP request or websocket with too many headers, or too many bytes of them,
     before Django reads it: 431 JSON for HTTP, close 4431 for a websocket. The server's own

@@ -99,6 +99,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Every HTML page's Content-Security-Policy (SECURE_CSP below), with a fresh nonce per page.
+    "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "agentops.api.errors.ApiJsonErrorsMiddleware",  # outside the rest: sees every error page
     "config.security.RefuseNulInPath",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -158,6 +160,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "django.template.context_processors.csp",  # csp_nonce for the few inline scripts
                 "approvals.context_processors.approvals_nav",
                 "console.operators.context_processors.operators_nav",
                 "console.ops.context_processors.ops_nav",
@@ -413,3 +416,23 @@ if PRODUCTION:
         raise ImproperlyConfigured(
             "DJANGO_PROFILE=production refuses to start: " + "; ".join(_refused) + "."
         )
+
+# --- Content-Security-Policy of the pages (Django's middleware; static files and /mcp get a
+# stricter one from config.security.SecurityHeaders). Scripts and styles come from this origin
+# only, or carry the page's nonce (the inbox's socket script, htmx's indicator style); nothing
+# inline otherwise, no eval (htmx runs with allowEval off), sockets to this origin only, no
+# framing, forms post here only.
+from django.utils.csp import CSP  # noqa: E402
+
+SECURE_CSP = {
+    "default-src": [CSP.SELF],
+    "script-src": [CSP.SELF, CSP.NONCE],
+    "style-src": [CSP.SELF, CSP.NONCE],
+    "img-src": [CSP.SELF, "data:"],
+    "connect-src": [CSP.SELF],
+    "font-src": [CSP.SELF],
+    "object-src": [CSP.NONE],
+    "base-uri": [CSP.SELF],
+    "form-action": [CSP.SELF],
+    "frame-ancestors": [CSP.NONE],
+}

@@ -388,3 +388,61 @@ def test_a_child_that_keeps_dying_stops_the_launcher_instead_of_looping():
     now[0] += run.RESTART_WINDOW_S
     assert supervisor.check() is True
     supervisor.stop()
+
+
+# --- Content-Security-Policy and the security headers on every answer ------------------------------
+
+
+async def _asgi_head(path: str, application, method: str = "GET") -> dict[bytes, bytes]:
+    scope = {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "headers": [(b"host", b"127.0.0.1")],
+        "http_version": "1.1",
+        "scheme": "http",
+        "server": ("127.0.0.1", 8000),
+        "client": ("127.0.0.1", 5000),
+    }
+    comm = ApplicationCommunicator(application, scope)
+    await comm.send_input({"type": "http.request", "body": b""})
+    start = await comm.receive_output(5)
+    return {name.lower(): value for name, value in start["headers"]}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_html_page_has_a_nonce_policy_without_unsafe_inline(served_app):
+    headers = asyncio.run(_asgi_head("/login/", served_app))
+
+    policy = headers[b"content-security-policy"].decode()
+    directives = dict(d.strip().split(" ", 1) for d in policy.split(";") if d.strip())
+    assert directives["default-src"] == "'self'"
+    assert "'nonce-" in directives["script-src"] and "'nonce-" in directives["style-src"]
+    assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
+    assert directives["frame-ancestors"] == "'none'"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_pages_inline_script_carries_the_nonce_of_its_policy(client, approver):
+    client.force_login(approver)
+    response = client.get("/approvals/")
+
+    policy = response["Content-Security-Policy"]
+    nonce = policy.split("'nonce-", 1)[1].split("'", 1)[0]
+    page = response.content.decode()
+    assert f'<script nonce="{nonce}">' in page
+    assert f'"inlineStyleNonce": "{nonce}"' in page  # htmx's own indicator style
+    assert "hx-on" not in page  # htmx runs with eval off: no inline handlers
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("path", "method"), [("/static/css/app.css", "GET"), ("/mcp", "POST")])
+def test_static_files_and_mcp_carry_the_security_headers(path, method, served_app):
+    headers = asyncio.run(_asgi_head(path, served_app, method))
+
+    assert headers[b"x-content-type-options"] == b"nosniff"
+    assert headers[b"referrer-policy"] == b"same-origin"
+    assert headers[b"x-frame-options"] == b"DENY"
+    assert headers[b"content-security-policy"] == b"default-src 'none'; frame-ancestors 'none'"
