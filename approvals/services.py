@@ -263,8 +263,11 @@ def approval_verify_and_consume(*, action_ref: str, binding_now: dict[str, Any])
     return result
 
 
-# An approval that was genuine but no longer fits: the action waits for a fresh one.
-STALE_CODES = frozenset({"approval_drifted", "approval_expired"})
+# Seed 002: a genuine approval whose time ran out is kept as evidence and the action frozen
+# until a fresh approval of the exact intent against the current state; one whose binding no
+# longer matches (the intent, the room's facts, the tool, the environment changed) is refused
+# like any invalid approval: the action does not run, and the refusal is its record.
+STALE_CODES = frozenset({"approval_expired"})
 
 
 def approval_refresh(*, request_id: Any, approver: User) -> Result:

@@ -173,6 +173,17 @@ def room_policy_facts(*, code: str) -> tuple[bool, str] | None:
         return cursor.fetchone()
 
 
+def room_facts(*, code: str) -> dict[str, object] | None:
+    """What the policy and the write depend on for a room: approval flag, department, capacity,
+    bookable (None: no such room)."""
+    row = (
+        Room.objects.filter(code=code)
+        .values("requires_approval", "department", "capacity", "bookable")
+        .first()
+    )
+    return dict(row) if row else None
+
+
 def room_schedule_version(*, code: str) -> int | None:
     """The room's schedule version now (None: no such room)."""
     return Room.objects.filter(code=code).values_list("schedule_version", flat=True).first()

@@ -190,6 +190,9 @@ class ToolSpec[I: BaseModel]:
     assess_risk: Callable[[CallContext, I], Risk] | None = None
     # The version of the state a call acts on (e.g. a room's schedule), bound into approvals.
     environment_version: Callable[[I], int | None] | None = None
+    # The facts the risk policy read for this call (a room's approval flag, department,
+    # capacity, bookable): bound into an approval, so an edit of any of them invalidates it.
+    policy_facts: Callable[[I], dict[str, Any]] | None = None
     summarize: Callable[[dict[str, Any], str], str] | None = None  # (receipt, language) -> reply
     # For the approver: the call in a person's words (room name, weekday, date, time), and
     # what stands in its way now (slot taken, room changed, requester no longer allowed): an

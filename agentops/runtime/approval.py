@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import marshal
 import uuid
 from datetime import timedelta
 from enum import StrEnum
@@ -49,10 +50,46 @@ def environment_instance() -> str:
         return cursor.fetchone()[0]
 
 
-def tool_generation(spec: ToolSpec) -> str:
-    """Changes when the tool's contract changes: an approval outlives no redeclaration."""
-    text = canonical_json({"name": spec.name, "input": exports.input_schema(spec)})
+def _code_identity(fn: Any) -> str | None:
+    """Where a callable lives and a digest of its compiled body: a new handler or adapter, or a
+    changed one, is another tool generation."""
+    if fn is None:
+        return None
+    target = getattr(fn, "func", fn)  # a functools.partial's function
+    code = getattr(target, "__code__", None)
+    body = hashlib.sha256(marshal.dumps(code)).hexdigest()[:16] if code is not None else ""
+    return f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', '')}:{body}"
+
+
+@functools.cache
+def _generation(spec: ToolSpec) -> str:
+    text = canonical_json(
+        {
+            "name": spec.name,
+            "input": exports.input_schema(spec),
+            "output": exports.output_schema(spec),
+            "meta": exports.metadata(spec),
+            "code": [
+                _code_identity(fn)
+                for fn in (
+                    spec.handler,
+                    spec.lookup_receipt,
+                    spec.verify,
+                    spec.assess_risk,
+                    spec.environment_version,
+                    spec.policy_facts,
+                )
+            ],
+        }
+    )
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def tool_generation(spec: ToolSpec) -> str:
+    """Changes when anything of the tool's contract changes (seed 002's adapter generation):
+    its name, input and output schema, metadata, handler and adapters. An approval outlives no
+    redeclaration."""
+    return _generation(spec)
 
 
 def binding(run: AgentRun, action: Action, spec: ToolSpec, args: BaseModel) -> dict[str, Any]:
@@ -66,6 +103,9 @@ def binding(run: AgentRun, action: Action, spec: ToolSpec, args: BaseModel) -> d
             tool=action.tool, subject_id=run.subject_id, params=action.params
         ),
         "environment_version": version,
+        # The facts the policy read (a room's approval flag, department, capacity, bookable):
+        # an admin's edit of any of them since the approval invalidates it.
+        "policy_facts": spec.policy_facts(args) if spec.policy_facts else None,
         "environment_instance": environment_instance(),
         "tool_generation": tool_generation(spec),
         # request_open sets it before the first binding; a call is bound only after that.
@@ -233,6 +273,8 @@ OUTCOME_WORDS = {
     OutcomeState.FAILED: gettext_noop("Approved, but it failed: %(why)s %(not_done)s"),
     OutcomeState.NOT_RUN: gettext_noop("Approved, but it did not run: %(not_done)s"),
 }
+# Refused right before it ran (seed 002: its binding no longer matched, or a precheck failed).
+REFUSED_WORDS = gettext_noop("Approved, but it did not run: %(why)s %(not_done)s")
 NOTHING_DONE = gettext_noop("Nothing was done.")
 FAILED_WHY = gettext_noop("it failed")
 
@@ -244,7 +286,9 @@ def _outcome(action: Action, spec: ToolSpec | None) -> dict[str, Any]:
         state = OutcomeState.DONE
     elif status in (ActionStatus.UNKNOWN_OUTCOME, ActionStatus.NEEDS_HUMAN):
         state = OutcomeState.UNCLEAR
-    elif status == ActionStatus.FAILED:
+    elif status in (ActionStatus.FAILED, ActionStatus.REJECTED):
+        # Rejected after an approval: refused right before it ran (seed 002: a binding that no
+        # longer matches, or a precheck that no longer passes), so it did not run.
         envelope = action.result or {}
         detail = envelope.get("detail") or {}
         why: Any = (
@@ -253,12 +297,15 @@ def _outcome(action: Action, spec: ToolSpec | None) -> dict[str, Any]:
             else (envelope.get("message") or {"msgid": FAILED_WHY})
         )
         now = _recheck_now(action, spec)
-        if now and envelope.get("reason") == Reason.CONFLICT:
+        if now and (
+            envelope.get("reason") == Reason.CONFLICT or envelope.get("code") == "approval_drifted"
+        ):
             why = now[0]  # in the domain's words ("R12 was taken meanwhile"), not its versions
+        refused = status == ActionStatus.REJECTED
         return {
-            "state": OutcomeState.FAILED,
+            "state": OutcomeState.NOT_RUN if refused else OutcomeState.FAILED,
             "message": {
-                "msgid": OUTCOME_WORDS[OutcomeState.FAILED],
+                "msgid": REFUSED_WORDS if refused else OUTCOME_WORDS[OutcomeState.FAILED],
                 "params": {"why": why, "not_done": not_done},
             },
         }

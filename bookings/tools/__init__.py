@@ -92,6 +92,7 @@ TOOLS = [
         compensate=adapters.RESERVE_COMPENSATION,
         assess_risk=adapters.reserve_risk,
         environment_version=adapters.reserve_environment_version,
+        policy_facts=adapters.reserve_policy_facts,
         summarize=adapters.reserve_summarize,
         describe=adapters.reserve_describe,
         recheck=adapters.reserve_recheck,
@@ -121,6 +122,7 @@ TOOLS = [
         lookup_receipt=adapters.cancel_lookup_receipt,
         verify=adapters.cancel_verify,
         assess_risk=adapters.cancel_risk,
+        policy_facts=adapters.cancel_policy_facts,
         summarize=adapters.cancel_summarize,
         describe=adapters.cancel_describe,
         recheck=adapters.cancel_recheck,
@@ -161,6 +163,7 @@ TOOLS = [
         verify=adapters.change_verify,
         assess_risk=adapters.change_risk,
         environment_version=adapters.change_environment_version,
+        policy_facts=adapters.change_policy_facts,
         summarize=adapters.change_summarize,
     ),
     ToolSpec(

@@ -117,6 +117,32 @@ def cancel_summarize(receipt: dict[str, Any], language: str) -> str:
     return replies.cancelled(receipt, language)
 
 
+def reserve_policy_facts(args: ReserveRoomInput) -> dict[str, Any]:
+    """The room facts reserve_room's risk and write depend on, as an approval binds them."""
+    return {"room": args.room_id, "facts": selectors.room_facts(code=args.room_id)}
+
+
+def change_policy_facts(args: ChangeBookingInput) -> dict[str, Any]:
+    """The target room's facts (the booking's own room when it stays) and the booking's owner."""
+    code = args.room_id or selectors.booking_room_code(code=args.booking_id)
+    owner = (
+        Booking.objects.filter(code=args.booking_id).values_list("requester_id", "status").first()
+    )
+    return {
+        "room": code,
+        "facts": selectors.room_facts(code=code) if code else None,
+        "booking": list(owner) if owner else None,
+    }
+
+
+def cancel_policy_facts(args: BookingRef) -> dict[str, Any]:
+    """Whose booking it is and whether it still stands: what cancel_booking's risk read."""
+    owner = (
+        Booking.objects.filter(code=args.booking_id).values_list("requester_id", "status").first()
+    )
+    return {"booking": list(owner) if owner else None}
+
+
 def reserve_environment_version(args: ReserveRoomInput) -> int | None:
     return selectors.room_schedule_version(code=args.room_id)
 

@@ -82,6 +82,15 @@ def test_the_request_shows_the_exact_intent_and_binding(worker, e17):
     assert request.binding["action"] == str(action.pk)
     assert request.binding["idempotency_key"] == action.idempotency_key
     assert request.binding["environment_version"] == Room.objects.get(code="R16").schedule_version
+    assert request.binding["policy_facts"] == {
+        "room": "R16",
+        "facts": {
+            "requires_approval": True,
+            "department": "Sales",
+            "capacity": 16,
+            "bookable": True,
+        },
+    }
     assert set(request.binding) == {
         "run",
         "action",
@@ -89,6 +98,7 @@ def test_the_request_shows_the_exact_intent_and_binding(worker, e17):
         "idempotency_key",
         "intent_digest",
         "environment_version",
+        "policy_facts",
         "environment_instance",
         "tool_generation",
         "proposal_expiry",
@@ -138,28 +148,51 @@ def test_nobody_deciding_in_time_fails_the_run_and_a_late_approval_is_refused(
     assert not ApprovalRecord.objects.exists()
 
 
-def test_an_approval_after_the_room_changed_freezes_until_a_fresh_approval(
-    worker, e17, e23, approver
-):
+def test_an_approval_whose_binding_drifted_is_refused_and_books_nothing(worker, e17, e23, approver):
+    """Seed 002: a binding that no longer matches the state (here another booking moved the
+    room's schedule on) is refused like any invalid approval: the action does not run."""
     run, request = waiting_run(e17)
     change_r16(e23)
     assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
+
+    action = wait_until(
+        lambda: Action.objects.filter(pk=request.action_ref, status="rejected").first(),
+        message="the drifted approval to be refused",
+    )
+    assert action.result["code"] == "approval_drifted"
+    assert "environment_version" in action.result["message"]
+    assert not run.events.filter(kind="approval_frozen").exists()
+    assert list(Booking.objects.values_list("requester__username", flat=True)) == ["e23"]
+    assert ApprovalAudit.objects.filter(request=request, event="not_valid").exists()
+    assert not NonceUse.objects.exists()  # the approval was never used
+    assert ApprovalRecord.objects.filter(request=request).exists()  # kept as evidence
+    request.refresh_from_db()
+    assert request.status == "approved"  # the decision stands; its action was refused
+
+
+def test_an_approval_that_expired_before_it_ran_freezes_until_a_fresh_approval(
+    worker, e17, approver, settings
+):
+    """Seed 002: a genuine approval whose time ran out before execution is kept as evidence
+    and the action frozen; only a fresh approval of the exact intent un-freezes it."""
+    run, request = waiting_run(e17)
+    settings.APPROVAL_VALID_MINUTES = 0  # signed to expire at once
+    assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
     wait_until(
         lambda: ApprovalRequest.objects.get(pk=request.pk).status == "stale",
-        message="the drifted approval to go stale",
+        message="the expired approval to go stale",
     )
     run.refresh_from_db()
     action = Action.objects.get(pk=request.action_ref)
     assert run.status == action.status == "waiting_approval"  # frozen, not executed
     assert run.events.filter(kind="approval_frozen").exists()
-    assert list(Booking.objects.values_list("requester__username", flat=True)) == ["e23"]
-    assert ApprovalAudit.objects.filter(request=request, event="not_valid").exists()
+    assert not Booking.objects.exists()
     assert not NonceUse.objects.exists()
     assert ApprovalRecord.objects.filter(request=request).exists()  # kept as evidence
 
-    # Only a fresh approval of the same intent, bound to the current state, un-freezes it.
     from approvals.services import approval_refresh
 
+    settings.APPROVAL_VALID_MINUTES = 10
     assert approval_refresh(request_id=request.pk, approver=approver).ok
     fresh = wait_until(
         lambda: (
@@ -170,12 +203,30 @@ def test_an_approval_after_the_room_changed_freezes_until_a_fresh_approval(
         message="a fresh request",
     )
     assert fresh.binding["intent_digest"] == request.binding["intent_digest"]
-    assert fresh.binding["environment_version"] == request.binding["environment_version"] + 1
     assert approval_decide(request_id=fresh.pk, approver=approver, approve=True, reason="ok").ok
     run = wait_for_run(run.pk)
     assert run.status == "succeeded", (run.outcome, run.reply)
     assert Booking.objects.filter(requester=e17, room__code="R16").count() == 1
     assert NonceUse.objects.get().nonce == fresh.record.nonce
+
+
+def test_an_admins_edit_of_the_room_invalidates_its_approval(worker, e17, approver):
+    """The binding covers the facts the policy read: the room's approval flag, department,
+    capacity and bookable. An edit of one of them after the approval was asked refuses it."""
+    from bookings.models import Room
+
+    _run, request = waiting_run(e17)
+    assert request.binding["policy_facts"]["facts"]["requires_approval"] is True
+    Room.objects.filter(code="R16").update(capacity=5)  # the admin's edit, no schedule change
+    assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
+
+    action = wait_until(
+        lambda: Action.objects.filter(pk=request.action_ref, status="rejected").first(),
+        message="the approval of the old facts to be refused",
+    )
+    assert action.result["code"] == "approval_drifted"
+    assert "policy_facts" in action.result["message"]
+    assert not Booking.objects.exists()
 
 
 @pytest.mark.parametrize("who", ["self", "employee"])
@@ -351,9 +402,12 @@ def test_the_requester_withdraws_a_waiting_request_and_the_run_is_cancelled(
     assert ApprovalAudit.objects.filter(event="withdrawn", actor=e17).exists()
 
 
-def test_a_frozen_action_nobody_refreshes_expires_and_ends_the_run(worker, e17, e23, approver):
+def test_a_frozen_action_nobody_refreshes_expires_and_ends_the_run(
+    worker, e17, e23, approver, settings
+):
     run, request = waiting_run(e17)
     change_r16(e23)
+    settings.APPROVAL_VALID_MINUTES = 0  # the approval expires before it runs: frozen
     assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
     wait_until(
         lambda: ApprovalRequest.objects.get(pk=request.pk).status == "stale", message="stale"

@@ -137,29 +137,33 @@ def test_an_approval_overtaken_by_a_booking_shows_nothing_was_booked_on_both_sid
     run_the_decision(request)
 
     request.refresh_from_db()
-    assert request.status == "stale"
+    assert request.status == "approved"  # the decision stands; its drifted binding was refused
     assert Booking.objects.filter(requester=e17).count() == 0
     (row,) = approvals_decided_with_outcomes()
     (mine,) = approval_requests_of_with_outcomes(requester=e17)
     with translation.override("en"):
         for outcome in (say(row.outcome), say(mine.outcome)):
             assert outcome.startswith("Approved, but it did not run: R12 was taken meanwhile")
-            assert outcome.endswith("Nothing was done; it waits for a fresh approval.")
+            assert outcome.endswith("Nothing was booked.")
 
 
 def test_an_approved_call_that_fails_anyway_reads_as_failed_not_approved(e17, approver):
     request = request_r12(e17)
     assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
-    Room.objects.filter(code="R12").update(bookable=False)  # no schedule change: still bound
+    # An admin's edit of a fact the policy read, after the approval: its binding no longer
+    # matches, so the approved call is refused before it runs (seed 002).
+    Room.objects.filter(code="R12").update(bookable=False)
     run_the_decision(request)
 
-    assert Action.objects.get(pk=request.action_ref).status == "failed"
+    action = Action.objects.get(pk=request.action_ref)
+    assert (action.status, action.result["code"]) == ("rejected", "approval_drifted")
     assert Booking.objects.count() == 0
     (row,) = approvals_decided_with_outcomes()
-    assert row.state == "failed"
+    assert row.state == "not_run"
     with translation.override("en"):
         assert (
-            say(row.outcome) == "Approved, but it failed: R12 cannot be booked. Nothing was booked."
+            say(row.outcome)
+            == "Approved, but it did not run: R12 can no longer be booked. Nothing was booked."
         )
     with translation.override("zh-hans"):
         assert "没有预订任何会议室" in say(row.outcome)

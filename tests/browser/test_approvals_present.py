@@ -138,7 +138,7 @@ def test_approval_after_a_conflict_warns_refuses_and_tells_both_sides(
     row = page.locator(f"tr[data-request='{overtaken.pk}']")
     expect(row.locator("td.outcome")).to_contain_text("Approved, but it did not run")
     expect(row.locator("td.outcome")).to_contain_text("R15 was taken meanwhile")
-    expect(row.locator("td.outcome")).to_contain_text("Nothing was done")
+    expect(row.locator("td.outcome")).to_contain_text("Nothing was booked")
     assert not Booking.objects.filter(requester=e17).exists()
     shoot(page, "approvals-decided-outcomes")
     page.goto(f"/approvals/{overtaken.pk}/")
