@@ -198,8 +198,8 @@ class ToolSpec[I: BaseModel]:
     # what stands in its way now (slot taken, room changed, requester no longer allowed): an
     # empty tuple when the write can still succeed. ``not_done`` says what did not happen when
     # an approved call failed ("Nothing was booked.").
-    describe: Callable[[CallContext, BaseModel], Message] | None = None
-    recheck: Callable[[CallContext, BaseModel], tuple[Message, ...]] | None = None
+    describe: Callable[[CallContext, I], Message] | None = None
+    recheck: Callable[[CallContext, I], tuple[Message, ...]] | None = None
     not_done: Message | None = None
 
     def __post_init__(self) -> None:

@@ -253,7 +253,7 @@ def request_recheck(*, action_ref: str, signed_binding: dict[str, Any]) -> list[
         return [{"msgid": NOT_RUNNABLE, "params": {"state": action.status}}]
     if spec.recheck is None:
         return []
-    return [message_json(m) for m in spec.recheck(action_context(run, action), args)]
+    return [m.as_json() for m in spec.recheck(action_context(run, action), args)]
 
 
 class OutcomeState(StrEnum):
@@ -324,7 +324,7 @@ def _recheck_now(action: Action, spec: ToolSpec | None) -> list[dict[str, Any]]:
     if loaded is None:
         return []
     _, _, args = loaded
-    return [message_json(m) for m in spec.recheck(action_context(action.run, action), args)]
+    return [m.as_json() for m in spec.recheck(action_context(action.run, action), args)]
 
 
 def request_outcomes(*, action_refs: list[str]) -> dict[str, dict[str, Any]]:

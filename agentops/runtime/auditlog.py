@@ -221,15 +221,20 @@ def audit_details(*, rows: list[AuditRow]) -> dict[str, RowDetail]:
     return found
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    """A stored JSON value when it is an object, else an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
 def _room(params: Any, result: dict[str, Any]) -> str:
-    data = result.get("data") if isinstance(result.get("data"), dict) else {}
-    params = params if isinstance(params, dict) else {}
+    data = _dict(result.get("data"))
+    params = _dict(params)
     return str(params.get("room_id") or data.get("room_id") or "")
 
 
 def _span(params: Any, result: dict[str, Any]) -> tuple[str, str] | None:
-    data = result.get("data") if isinstance(result.get("data"), dict) else {}
-    for source in (params if isinstance(params, dict) else {}, data):
+    data = _dict(result.get("data"))
+    for source in (_dict(params), data):
         if source.get("start_at") and source.get("end_at"):
             return str(source["start_at"]), str(source["end_at"])
     return None
@@ -237,7 +242,7 @@ def _span(params: Any, result: dict[str, Any]) -> tuple[str, str] | None:
 
 def _said(result: dict[str, Any]) -> dict[str, Any] | None:
     """A refusal as a stored message (the domain's msgid and params), or its English text."""
-    detail = result.get("detail") if isinstance(result.get("detail"), dict) else {}
+    detail = _dict(result.get("detail"))
     if detail.get("msgid"):
         return {"msgid": detail["msgid"], "params": detail.get("params") or {}}
     if result.get("message"):

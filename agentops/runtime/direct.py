@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Any
+from datetime import datetime
+from typing import Any, cast
 
 from django.db import transaction
 from django.utils import timezone
@@ -133,13 +134,17 @@ def _direct_propose(
     )
     if action.status == ActionStatus.REJECTED:
         _refused(run, verdict)
-        return action.result
+        # proposal_record stores every rejected action's refusal envelope as its result.
+        return cast(dict[str, Any], action.result)
     if action.status == ActionStatus.WAITING_APPROVAL:
         if rules(run).approval_holds_run:
             run_move(run, RunStatus.WAITING_APPROVAL, payload={"turn": run.turn})
         return pending_envelope(action)
     # The gate ran in this same transaction: no second check before the first attempt.
-    return begin_locked(run, action, recheck=False)
+    # Never None: begin_locked declines only a terminal or rolling-back run; this run is fresh
+    # or a session turn checked not terminal under its lock, and direct and MCP runs never
+    # compensate (kinds.rules), so they never roll back.
+    return cast(Started, begin_locked(run, action, recheck=False))
 
 
 def _direct_crashed(*, user: Any, name: str, arguments: Any, exc: Exception) -> dict[str, Any]:
@@ -169,7 +174,9 @@ def _direct_crashed(*, user: Any, name: str, arguments: Any, exc: Exception) -> 
     return envelope
 
 
-def _direct_run(*, user: Any, name: str, roles: frozenset[str]):
+def _direct_run(
+    *, user: Any, name: str, roles: frozenset[str]
+) -> tuple[AgentRun, CallContext, gate.RunUsage | None]:
     delegation = Delegation(
         tools=frozenset(s.name for s in registry.visible_to(roles)), max_writes=1
     )
@@ -186,7 +193,9 @@ def _direct_run(*, user: Any, name: str, roles: frozenset[str]):
     return run, CallContext(user=user, run_id=str(run.pk), delegation=delegation), None
 
 
-def _session_turn(run_id: Any, *, user: Any, name: str, arguments: Any):
+def _session_turn(
+    run_id: Any, *, user: Any, name: str, arguments: Any
+) -> dict[str, Any] | tuple[AgentRun, CallContext, gate.RunUsage]:
     """The next turn of a session run, locked, with what it has used so far; or the refusal
     when the session's run has ended."""
     run = lock_run(run_id)
@@ -244,7 +253,8 @@ def pending_envelope(action: Action) -> dict[str, Any]:
         "run_id": str(action.run_id),
         "action_id": str(action.pk),
         "poll": f"/api/runs/{action.run_id}",
-        "deadline": action.proposal_deadline.isoformat(),
+        # proposal_record gives every action it records a deadline (request_open moves it).
+        "deadline": cast(datetime, action.proposal_deadline).isoformat(),
     }
     return envelope
 

@@ -274,7 +274,7 @@ def assess_risk(
 ) -> tuple[SideEffect, tuple[Message | str, ...]]:
     """Static metadata, raised (never lowered) by the tool's own rules."""
     level = spec.meta.side_effect
-    reasons: tuple[str, ...] = ()
+    reasons: tuple[Message | str, ...] = ()
     if spec.assess_risk is not None:
         assessed = spec.assess_risk(ctx, args)
         if assessed.level.rank > level.rank:

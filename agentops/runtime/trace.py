@@ -76,7 +76,9 @@ class _Pusher:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._queue: queue.SimpleQueue[tuple[str, dict[str, Any]]] | None = None
+        # (group, event) from send, or (_POKE, (group, message)) from poke: two shapes, told
+        # apart by the first element, so the second is Any here and unpacked in _run.
+        self._queue: queue.SimpleQueue[tuple[str, Any]] | None = None
         self._thread: threading.Thread | None = None
         self._pid = 0
 
@@ -99,7 +101,7 @@ class _Pusher:
             pushes = self._queue
         pushes.put(item)
 
-    def _run(self, pushes: queue.SimpleQueue[tuple[str, dict[str, Any]]]) -> None:
+    def _run(self, pushes: queue.SimpleQueue[tuple[str, Any]]) -> None:
         loop = asyncio.new_event_loop()
         while True:
             batches: dict[str, list[dict[str, Any]]] = {}
@@ -107,7 +109,8 @@ class _Pusher:
             group, event = pushes.get()
             while True:
                 if group == _POKE:
-                    pokes[event[0]] = event[1]
+                    target, message = event
+                    pokes[target] = message
                 else:
                     batches.setdefault(group, []).append(event)
                 try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import template
 from django.utils import formats, timezone
@@ -11,6 +11,9 @@ from django.utils.translation import gettext, gettext_lazy
 
 from accounts.models import Department
 from approvals.models import ApprovalAudit, AuditEvent
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrPromise
 
 register = template.Library()
 
@@ -50,7 +53,8 @@ def intent_fields(intent: dict[str, Any]) -> list[tuple[str, Any]]:
     return [(gettext(labels[name]) if name in labels else name, params[name]) for name in ordered]
 
 
-EVENT_WORDS = {
+# Keyed by the stored value (a str: AuditEvent members are str, so they look up the same).
+EVENT_WORDS: dict[str, StrPromise] = {
     AuditEvent.REQUESTED: gettext_lazy("Requested"),
     AuditEvent.APPROVED: gettext_lazy("Approved"),
     AuditEvent.REJECTED: gettext_lazy("Rejected"),

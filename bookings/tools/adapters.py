@@ -255,7 +255,7 @@ def change_risk(ctx: CallContext, args: ChangeBookingInput) -> Risk:
     )
     if booking is None:
         return Risk(SideEffect.MEDIUM)
-    reasons = []
+    reasons: list[Message | str] = []
     if booking.requester_id != ctx.user.pk:
         if Role.ADMIN not in user_roles(user=ctx.user):
             return Risk(SideEffect.MEDIUM)

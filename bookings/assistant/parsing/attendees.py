@@ -36,7 +36,7 @@ _ROLE = (
 _ZH_OTHERS = r"(?:个)?(?:同事|人|朋友|客户|伙伴|位同事|位客户|位)"
 _ZH_ROLE = r"(?:我的)?(?:领导|老板|经理|同事|主管|客户|导师|组长|上司|总监|hr)"
 # Counting phrases, read before times ("1-1" is a meeting of two, not a time).
-_COUNTING: tuple[tuple[re.Pattern[str], object], ...] = (
+_COUNTING: tuple[tuple[re.Pattern[str], int], ...] = (
     (re.compile(rf"\b(?:me|myself|i)\s*(?:and|\+|plus|with|&)\s*(?P<n>\d+)\s*{_OTHERS}?"), 1),
     (re.compile(rf"(?<![\d:])(?P<n>\d+)\s*{_OTHERS}\s*(?:and|\+|plus|&)\s*(?:me|myself|i)\b"), 1),
     (re.compile(rf"\b(?:me|myself|i)\s*(?:and|\+|&|with)\s*{_ROLE}\b"), 2),
@@ -77,7 +77,7 @@ def extract_counting(s: str) -> tuple[int | None, bool, str]:
     for pattern, value in _COUNTING:
         match = pattern.search(s)
         if match is not None:
-            n = int(match["n"]) + 1 if "n" in pattern.groupindex else int(value)  # type: ignore[arg-type]
+            n = int(match["n"]) + 1 if "n" in pattern.groupindex else value
             return n, False, blank(s, match)
     return None, False, s
 
