@@ -32,6 +32,7 @@ from agentops.contract import (
     failure,
 )
 from agentops.runtime.circuit import circuit_record, circuit_refusal
+from agentops.runtime.queue import enqueue_reconcile
 from agentops.runtime.redis_client import get_redis
 from agentops.runtime.timing import FAULT_PAUSE_LIMIT_S
 
@@ -73,8 +74,8 @@ class _Abandoned:
     key?" is told to wait rather than that nothing was written (the thread may yet commit). The
     lock orders the caller's mark and the thread's end, so no mark outlives its thread."""
 
-    def __init__(self, key: str | None) -> None:
-        self.key, self.lock = key, threading.Lock()
+    def __init__(self, key: str | None, action_id: str | None = None) -> None:
+        self.key, self.action_id, self.lock = key, action_id, threading.Lock()
         self.gone = threading.Event()  # the caller stopped waiting
         self.done = False
 
@@ -87,8 +88,11 @@ class _Abandoned:
     def thread_ends(self) -> None:
         with self.lock:
             self.done = True
-            if self.key and self.gone.is_set():
-                get_redis().delete(inflight_key(self.key))
+            if not (self.key and self.gone.is_set()):
+                return
+            get_redis().delete(inflight_key(self.key))
+        if self.action_id:  # the reconciler was told to wait for this: ask it again now
+            enqueue_reconcile(self.action_id)
 
 
 def _call(
@@ -145,7 +149,9 @@ def invoke(
 def _invoke(
     spec: ToolSpec, ctx: CallContext, args: BaseModel, *, faults: list[dict[str, Any]]
 ) -> tuple[dict[str, Any], Signal]:
-    abandoned = _Abandoned(None if spec.meta.readonly else ctx.idempotency_key)
+    abandoned = _Abandoned(
+        None if spec.meta.readonly else ctx.idempotency_key, ctx.action_id or None
+    )
     future = _POOL.submit(_call, spec, ctx, args, faults, abandoned)
     try:
         envelope = future.result(timeout=spec.meta.timeout_s)

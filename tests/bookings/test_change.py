@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.db import connection
 
-from agentops.contract import governed_call
+from agentops.contract import governed_call, message_text
 from agentops.models import Action
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
@@ -327,7 +327,7 @@ def test_a_move_into_r16_waits_for_an_approver_and_the_old_slot_is_held(worker, 
     assert versions() == before and BookingChange.objects.count() == 0
     request = ApprovalRequest.objects.get()
     assert request.intent["params"]["title"] == "Board"
-    assert any("R16" in r for r in request.intent["risk_reasons"])
+    assert any("R16" in message_text(r) for r in request.intent["risk_reasons"])
     assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
     run = wait_for_run(Action.objects.get(tool="change_booking").run_id)
     assert run.status == "succeeded"
