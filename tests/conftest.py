@@ -124,3 +124,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """The chaos tests run last: they restart this run's Redis and end database sessions, and
     the session-wide worker other tests share should not have to live through that."""
     items.sort(key=lambda item: item.get_closest_marker("chaos") is not None)
+
+
+@pytest.fixture(autouse=True)
+def _no_pooled_session_left_checked_out(request):
+    """A test that leaves a pooled PostgreSQL session checked out (a thread or a
+    sync_playwright context that never gave its connection back) starves the tests after it:
+    say which test did, instead of letting a later one time out in the pool."""
+    from django.db import connection
+
+    pool = connection._connection_pools.get(connection.alias)
+    before = _checked_out(pool)
+    yield
+    after = _checked_out(pool)
+    if before is not None and after is not None and after > before + 2:
+        import warnings
+
+        warnings.warn(
+            f"{request.node.nodeid} left {after - before} pooled sessions checked out", stacklevel=1
+        )
+
+
+def _checked_out(pool) -> int | None:
+    if pool is None:
+        return None
+    stats = pool.get_stats()
+    return stats.get("pool_size", 0) - stats.get("pool_available", 0)
