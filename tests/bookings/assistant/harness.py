@@ -79,7 +79,7 @@ def _roles(user) -> frozenset[str]:
 
 
 def run_turn(user, text: str, conversation: list[ConversationTurn], now: datetime) -> TurnResult:
-    from agentops import gate, registry
+    from agentops.runtime import gate, registry
     from bookings.tools import ASSISTANT
 
     reading = ASSISTANT.read_request(text, now=now, conversation=tuple(conversation))
@@ -155,7 +155,7 @@ def _envelope(error) -> dict[str, Any]:
 
 def _finish(step, language: str, delegation, history: list[Observation]) -> tuple[str, str]:
     """The reply as the verifier words it (agentops.runtime.verifier)."""
-    from agentops import registry
+    from agentops.runtime import registry
     from bookings.tools import ASSISTANT
 
     summaries = []
@@ -167,6 +167,8 @@ def _finish(step, language: str, delegation, history: list[Observation]) -> tupl
         return " ".join(summaries), "succeeded"
     if step.outcome == StepOutcome.DONE and delegation.max_writes == 0:
         return step.message, "answered"
+    if delegation.max_writes == 0 and step.message.strip():
+        return step.message, str(step.outcome)
     reply = ASSISTANT.reply(ReplyKind.NOTHING_DONE, language=language, detail=step.message)
     return reply, str(step.outcome)
 
@@ -179,6 +181,46 @@ def run_conversation(user, turns: list[str], now: datetime | None = None) -> lis
         result = run_turn(user, text, conversation, now)
         results.append(result)
         conversation.append(ConversationTurn(text, result.reply, result.understood, result.outcome))
+    return results
+
+
+def live_outcome(run) -> str:
+    """A finished (or waiting) run's outcome in the words the domain harness uses."""
+    if run.status == "waiting_approval":
+        return "waiting_approval"
+    if run.status == "succeeded":
+        return "succeeded" if run.outcome == "verified" else str(run.outcome)
+    return str(run.outcome or run.status)
+
+
+def run_conversation_live(user, turns: list[str], now: datetime | None = None) -> list[TurnResult]:
+    """The conversation through real runs: each turn a run of the front door
+    (``agentops.services.run_start``) continuing the first run's conversation, carried out by
+    the real Celery worker (the caller provides it: tests/workers.py), waited for until it ends
+    or waits for an approver. Needs committed data (transactional tests)."""
+    from agentops.services import run_start
+    from tests.workers import wait_for_run
+
+    ends = ("succeeded", "failed", "cancelled", "waiting_approval")
+    conversation_id = None
+    results = []
+    for text in turns:
+        started = run_start(user=user, request_text=text, conversation_id=conversation_id)
+        conversation_id = conversation_id or started.conversation_id
+        run = wait_for_run(started.pk, statuses=ends)
+        first = run.events.get(seq=1).payload
+        result = TurnResult(
+            text,
+            dict(run.delegation),
+            dict(first.get("understood") or {}),
+            run.reply,
+            live_outcome(run),
+        )
+        result.calls = [
+            (a.tool, dict(a.params), bool((a.result or {}).get("ok")))
+            for a in run.actions.order_by("turn", "call_index")
+        ]
+        results.append(result)
     return results
 
 
@@ -211,7 +253,9 @@ def _fill(text: str, codes: dict[str, str]) -> str:
     return text
 
 
-def run_case(case: dict[str, Any], asker, other) -> Verdict:
+def run_case(case: dict[str, Any], asker, other, *, live: bool = False) -> Verdict:
+    """``live``: every turn through a real run and the Celery worker (run_conversation_live),
+    else at the domain level (run_conversation)."""
     from bookings.models import Booking, BookingStatus
     from tests.bookings.factories import booking_create
 
@@ -230,7 +274,7 @@ def run_case(case: dict[str, Any], asker, other) -> Verdict:
         codes[spec["as"]] = booking.code
     before = set(Booking.objects.values_list("code", "status"))
     turns = [_fill(t, codes) for t in case["turns"]]
-    results = run_conversation(asker, turns, now)
+    results = (run_conversation_live if live else run_conversation)(asker, turns, now)
     last = results[-1]
     expect = case["expect"]
     problems: list[str] = []
