@@ -224,6 +224,20 @@ def run_conversation_live(user, turns: list[str], now: datetime | None = None) -
     return results
 
 
+# What a case writes, truncated after it when it ran through real runs (accounts and rooms stay).
+CASE_TABLES = ("agentops", "approvals", "bookings_booking", "bookings_bookingchange")
+
+
+def reset_case_tables() -> None:
+    """Remove what earlier cases wrote (runs, approvals, bookings), committed: for live cases
+    one after another in one transactional test or the benchmark."""
+    from django.db import connection
+
+    tables = [t for t in connection.introspection.django_table_names() if t.startswith(CASE_TABLES)]
+    with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
+
+
 # --- one case: set up, run, compare the end state ------------------------------------------------
 
 

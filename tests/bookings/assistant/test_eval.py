@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.bookings.assistant.harness import load_cases, run_case, users
+from tests.bookings.assistant.harness import load_cases, reset_case_tables, run_case, users
 
 CASES = load_cases()
 SINGLE_PER_JOB = 2  # single-turn cases of each job and language that also run end to end
@@ -84,3 +84,19 @@ def test_case_end_to_end(case, worker) -> None:
     verdict = run_case(case, *users(), live=True)
     assert not verdict.wrong, verdict.problems
     assert verdict.understood, verdict.problems
+
+
+@pytest.mark.integration
+def test_no_wrong_booking_over_the_whole_set_end_to_end(worker) -> None:
+    """0 wrong bookings through real runs: every case of the set, each turn a run carried out
+    by the worker, what each case wrote truncated before the next."""
+    from agentops.runtime.redis_client import get_redis
+
+    wrong = []
+    for case in CASES:
+        reset_case_tables()
+        get_redis().flushdb()  # the asker's per-minute limits: one case at a time
+        verdict = run_case(case, *users(), live=True)
+        if verdict.wrong:
+            wrong.append((case["id"], verdict.problems))
+    assert wrong == []
