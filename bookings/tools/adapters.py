@@ -7,8 +7,6 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import OperationalError
-from django.utils import translation
-from django.utils.translation import gettext
 
 from accounts.models import Role
 from accounts.selectors import user_roles
@@ -227,8 +225,4 @@ def change_risk(ctx: CallContext, args: ChangeBookingInput) -> Risk:
 
 
 def change_summarize(receipt: dict[str, Any], language: str) -> str:
-    with translation.override(language):
-        return gettext("Changed booking %(code)s: now %(room)s.") % {
-            "code": receipt["booking_id"],
-            "room": receipt["room_id"],
-        }
+    return replies.moved(receipt, language)

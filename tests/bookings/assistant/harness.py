@@ -82,7 +82,7 @@ def run_turn(user, text: str, conversation: list[ConversationTurn], now: datetim
     from agentops.runtime import gate, registry
     from bookings.tools import ASSISTANT
 
-    reading = ASSISTANT.read_request(text, now=now, conversation=tuple(conversation))
+    reading = ASSISTANT.read_request(text, now=now, conversation=tuple(conversation), subject=user)
     delegation = reading.delegation
     planner = ASSISTANT.planner()
     history: list[Observation] = []
@@ -121,15 +121,13 @@ def run_turn(user, text: str, conversation: list[ConversationTurn], now: datetim
 
 
 def _call(proposal, user, roles, delegation, writes, gate, registry) -> tuple[dict, int]:
-    spec, verdict = gate.check_tool(proposal.tool, roles)
-    if verdict is not None:
-        return _envelope(verdict.error), 0
-    args, verdict = gate.check_schema(spec, proposal.arguments)
-    verdict = (
-        verdict
-        or gate.check_visible(spec, roles)
-        or gate.check_scope(spec, args, delegation, writes)
-    )
+    spec = gate.check_tool(proposal.tool, roles)
+    if isinstance(spec, gate.Verdict):
+        return _envelope(spec.error), 0
+    args = gate.check_schema(spec, proposal.arguments)
+    if isinstance(args, gate.Verdict):
+        return _envelope(args.error), 0
+    verdict = gate.check_visible(spec, roles) or gate.check_scope(spec, args, delegation, writes)
     if verdict is not None:
         return _envelope(verdict.error), 0
     ctx = CallContext(
@@ -246,7 +244,7 @@ class Verdict:
     case: str
     lang: str
     understood: bool  # the end state, the delegation and the reply are as expected
-    wrong: bool  # a booking was made or cancelled that the expected end state does not have
+    wrong: bool  # a booking made, cancelled or moved that the expected end state does not have
     asked: bool  # the last turn asked the person something
     problems: list[str]
 
@@ -287,6 +285,7 @@ def run_case(case: dict[str, Any], asker, other, *, live: bool = False) -> Verdi
         )
         codes[spec["as"]] = booking.code
     before = set(Booking.objects.values_list("code", "status"))
+    placed = {b.code: (b.room.code, b.during) for b in Booking.objects.select_related("room")}
     turns = [_fill(t, codes) for t in case["turns"]]
     results = (run_conversation_live if live else run_conversation)(asker, turns, now)
     last = results[-1]
@@ -331,6 +330,23 @@ def run_case(case: dict[str, Any], asker, other, *, live: bool = False) -> Verdi
         wrong = bool(made_confirmed) or bool(cancelled_now - want_cancelled - set(new_codes))
     else:
         wrong = bool(made_set - wanted) or bool(cancelled_now - want_cancelled)
+    # A move: a booking that was there before now in another room or at another time.
+    moved_now = {
+        b.code: (b.room.code, b.during.lower, b.during.upper)
+        for b in Booking.objects.select_related("room").filter(code__in=placed)
+        if (b.room.code, b.during) != placed[b.code]
+    }
+    want_moved = {
+        codes[m["as"]]: (
+            m["room"],
+            at(resolve_day(m["day"], today), m["start"]),
+            at(resolve_day(m["day"], today), m["end"]),
+        )
+        for m in expect.get("moved", [])
+    }
+    wrong = wrong or any(want_moved.get(code) != where for code, where in moved_now.items())
+    if moved_now != want_moved:
+        problems.append(f"moved {moved_now}, expected {want_moved}")
     if made_set != wanted and "@made" not in expect.get("cancelled", []):
         problems.append(
             f"bookings made {sorted(map(str, made_set))}, expected {sorted(map(str, wanted))}"
@@ -363,6 +379,8 @@ def run_case(case: dict[str, Any], asker, other, *, live: bool = False) -> Verdi
         problems.append(f"expected to wait for an approver, got {last.outcome}: {last.reply!r}")
     if job == "ask" and not asked:
         problems.append(f"expected a question, got {last.outcome}: {last.reply!r}")
+    if job == "move" and last.outcome != "succeeded":
+        problems.append(f"expected a verified move, got {last.outcome}: {last.reply!r}")
     if job == "answer" and last.outcome != "answered":
         problems.append(f"expected an answer, got {last.outcome}: {last.reply!r}")
     if job in ("ask", "answer") and last.reply.startswith(("Nothing was booked", "没有预订")):
