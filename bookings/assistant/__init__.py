@@ -66,7 +66,12 @@ MOVE_TOOLS = JOB_TOOLS[Job.MOVE] | {"change_booking"}
 
 
 def move_plan(
-    text: str, reading: Reading, *, now: datetime, conversation: Sequence[ConversationTurn], subject
+    text: str,
+    reading: Reading,
+    *,
+    now: datetime,
+    conversation: Sequence[ConversationTurn],
+    subject: Any,
 ) -> tuple[MoveAsk, MovePlan]:
     """The move the conversation asks for, resolved against the subject's own bookings (the
     same reading the planner makes from its reads of them)."""

@@ -4,7 +4,7 @@ Simplified Chinese catalogue is in locale/). Runs store "en" or "zh"; Django cal
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -522,7 +522,7 @@ def _booking_line(b: Mapping[str, Any], names: Mapping[str, str]) -> str:
 
 def my_bookings(
     language: str,
-    bookings: list[Mapping[str, Any]],
+    bookings: Sequence[Mapping[str, Any]],
     *,
     names: Mapping[str, str],
     when: tuple[datetime, datetime] | None,
@@ -546,7 +546,10 @@ def nothing_to_cancel(language: str, *, when: tuple[datetime, datetime] | None) 
 
 
 def confirm_cancel(
-    language: str, codes: list[str], bookings: list[Mapping[str, Any]], names: Mapping[str, str]
+    language: str,
+    codes: list[str],
+    bookings: Sequence[Mapping[str, Any]],
+    names: Mapping[str, str],
 ) -> str:
     with in_language(language):
         lines = "; ".join(_booking_line(b, names) for b in bookings) or _join(codes)

@@ -77,7 +77,7 @@ def extract_counting(s: str) -> tuple[int | None, bool, str]:
     for pattern, value in _COUNTING:
         match = pattern.search(s)
         if match is not None:
-            n = int(match["n"]) + 1 if "n" in pattern.groupindex else int(value)  # type: ignore[arg-type]
+            n = int(match["n"]) + 1 if "n" in pattern.groupindex else int(str(value))
             return n, False, blank(s, match)
     return None, False, s
 

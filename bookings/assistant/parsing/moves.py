@@ -210,8 +210,9 @@ def ask_from_json(data: Mapping[str, Any] | None) -> MoveAsk | None:
         return None
     known = {k: data.get(k) for k in MoveAsk.__dataclass_fields__}
     for name in ("day", "to_day"):
-        if known[name]:
-            known[name] = date.fromisoformat(known[name])
+        value = known[name]
+        if value:
+            known[name] = date.fromisoformat(str(value))
     return MoveAsk(**known)
 
 

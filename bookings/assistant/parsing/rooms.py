@@ -132,10 +132,10 @@ def find_rooms(s: str, rooms: Sequence[RoomName]) -> RoomsFound:
             add(code)
             s = blank(s, match)
     for room in sorted(rooms, key=lambda r: -len(r.name)):
-        pattern = name_pattern(room.name)
-        if pattern is None:
+        named = name_pattern(room.name)
+        if named is None:
             continue
-        for match in pattern.finditer(s):
+        for match in named.finditer(s):
             add(room.code)
             s = blank(s, match)
     unknown: list[str] = []
