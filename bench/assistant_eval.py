@@ -29,6 +29,8 @@ RUNS = int(os.environ.get("ASSISTANT_EVAL_RUNS", "4"))
 LIVE = "--domain" not in sys.argv
 os.environ["AGENT_RUN_RATE_LIMIT_PER_MINUTE"] = "1000000"
 os.environ["AGENT_RATE_LIMIT_PER_MINUTE"] = "1000000"
+# Approval mails in memory, not on stdout (the report is the JSON printed at the end).
+os.environ.setdefault("EMAIL_BACKEND", "django.core.mail.backends.locmem.EmailBackend")
 
 
 def run_live(cases, run_case, users):
@@ -68,9 +70,6 @@ def main() -> None:
     import django
 
     django.setup()
-    from django.conf import settings
-
-    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"  # not on stdout
     from django.core.management import call_command
 
     from tests.bookings.assistant.harness import load_cases, run_case, users
