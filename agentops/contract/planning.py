@@ -114,11 +114,18 @@ class Assistant(Protocol):
     """A domain app's side of the assistant, declared next to its tools (``tools.ASSISTANT``)."""
 
     def read_request(
-        self, text: str, *, now: datetime, conversation: Sequence[ConversationTurn] = ()
+        self,
+        text: str,
+        *,
+        now: datetime,
+        conversation: Sequence[ConversationTurn] = (),
+        subject: Any = None,
     ) -> RequestReading:
         """The delegation this request grants, its language and what was understood, reading
         ``text`` as the latest turn of ``conversation`` (the earlier turns, oldest first): the
-        delegation is rebuilt from the whole conversation."""
+        delegation is rebuilt from the whole conversation. ``subject``: the person asking (from
+        the session or token, never from a model), for a request about their own records
+        ("move my 2pm"); None reads without them."""
         ...
 
     def planner(self) -> Planner:

@@ -111,11 +111,18 @@ def system_prompt(ctx: ModelContext) -> str:
     return "\n".join(rules)
 
 
+MAX_EARLIER_REPLY_CHARS = 2000  # an earlier turn's reply, as the model is given it
+
+
 def build_messages(ctx: ModelContext) -> list[dict[str, Any]]:
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system_prompt(ctx)},
-        {"role": "user", "content": ctx.goal},
-    ]
+    """The system prompt; the conversation's earlier turns (what the person asked, what the
+    assistant answered), oldest first; the current request; this run's calls and results."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt(ctx)}]
+    for turn in ctx.conversation:
+        messages.append({"role": "user", "content": turn.request})
+        if turn.reply:
+            messages.append({"role": "assistant", "content": turn.reply[:MAX_EARLIER_REPLY_CHARS]})
+    messages.append({"role": "user", "content": ctx.goal})
     for n, observation in enumerate(ctx.history, start=1):
         messages.extend(_replay(n, observation))
     return messages

@@ -171,7 +171,9 @@ def run_start(
     if not text or len(text) > MAX_REQUEST_CHARS or "\x00" in text:
         raise RunRequestError(f"request must be 1-{MAX_REQUEST_CHARS} characters of text")
     earlier = conversation_turns(user=user, conversation_id=conversation_id)
-    reading = registry.assistant().read_request(text, now=timezone.now(), conversation=earlier)
+    reading = registry.assistant().read_request(
+        text, now=timezone.now(), conversation=earlier, subject=user
+    )
     delegation = reading.delegation
     if scope is not None:
         delegation = _narrowed(delegation, scope)

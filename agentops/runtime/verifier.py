@@ -116,7 +116,10 @@ def finish_with_verification(
     elif step.outcome == StepOutcome.DONE and not wanted_write:
         run_move(run, RunStatus.SUCCEEDED, outcome=RunOutcome.ANSWERED, reply=step.message)
     else:  # writes it confirmed on the way are undone first (runtime.saga)
-        run_end(run, RunStatus.FAILED, outcome=_STEP_OUTCOME[step.outcome], reply=nothing_done)
+        # "Nothing was booked" only where a write was granted: a question, a list or an
+        # answer of a read-only request is the planner's own words.
+        reply = nothing_done if wanted_write or not step.message.strip() else step.message
+        run_end(run, RunStatus.FAILED, outcome=_STEP_OUTCOME[step.outcome], reply=reply)
 
 
 def _missing(delegation: Delegation, writes: Iterable[Action]) -> set[str]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from agentops.contract import ModelContext, Observation, Proposal, Step, StepOutcome
 from bookings.assistant import replies
+from bookings.assistant.parsing.moves import MovePlan, move_ask, resolve_move
 from bookings.assistant.parsing.reading import Job, Reading
 from bookings.assistant.parsing.rooms import RoomName, close_to_a_name, nearest_names
 
@@ -70,7 +71,7 @@ def propose(
 ) -> Step:
     language = reading.language
     if reading.job == Job.MOVE:
-        return Step(message=replies.move_unavailable(language), outcome=StepOutcome.DONE)
+        return _move(ctx, reading, names, rooms, now)
     if reading.job == Job.UNCLEAR:
         return Step(message=replies.what_can_i_do(language), outcome=StepOutcome.ASK_USER)
     if reading.frame.for_someone and reading.job == Job.CANCEL:
@@ -286,4 +287,164 @@ def _cancel(ctx: ModelContext, reading: Reading, names: Mapping[str, str], now: 
     return Step(
         message=replies.confirm_cancel(language, [b["booking_id"] for b in chosen], chosen, names),
         outcome=StepOutcome.ASK_USER,
+    )
+
+
+# --- moving -----------------------------------------------------------------------------------
+
+
+def move_bookings(history: Sequence[Observation]) -> list[dict[str, Any]] | None:
+    """The person's bookings as read by this run (get_booking or list_my_bookings), or None
+    before any read."""
+    reads = [o for o in history if o.tool in ("get_booking", "list_my_bookings")]
+    if not reads:
+        return None
+    found: list[dict[str, Any]] = []
+    for o in reads:
+        data = o.result.get("data") or {}
+        if o.result.get("ok"):
+            found.extend(data.get("bookings", [data]) if o.tool == "list_my_bookings" else [data])
+    return found
+
+
+def _move(
+    ctx: ModelContext,
+    reading: Reading,
+    names: Mapping[str, str],
+    rooms: Sequence[RoomName],
+    now: datetime,
+) -> Step:
+    """Find the booking (by code: get_booking; else the person's list), say what was understood
+    and ask when unsure; else search the new slot for the room's version and propose one
+    change_booking. The delegation (built by the host the same way) bounds it: one write, the
+    new slot, the target room."""
+    from bookings.assistant import conversation_dicts
+
+    language = reading.language
+    ask = move_ask(
+        ctx.goal, today=now.date(), rooms=rooms, conversation=conversation_dicts(ctx.conversation)
+    )
+    history = ctx.history
+    bookings = move_bookings(history)
+    if bookings is None:
+        if ask.code:
+            return Step([Proposal("get_booking", {"booking_id": ask.code})])
+        return Step([Proposal("list_my_bookings", {"limit": PAGE})])
+    plan = resolve_move(ask, bookings, now)
+    delegation = ctx.delegation
+    granted = "change_booking" in delegation.tools and delegation.max_writes > 0
+    if plan.problem is not None or plan.booking is None:
+        message = replies.move_question(
+            language, plan.problem or "not_named", list(plan.candidates), names
+        )
+        return Step(message=message, outcome=StepOutcome.ASK_USER)
+    if not granted or delegation.window != (plan.start_at, plan.end_at):
+        return Step(message=_confirm(language, plan, names), outcome=StepOutcome.ASK_USER)
+    changes = [o for o in history if o.tool == "change_booking"]
+    if any(o.result.get("ok") for o in changes):
+        return Step(outcome=StepOutcome.DONE)  # the runtime reports from the verified receipt
+    if changes and changes[-1].result.get("reason") != "conflict":
+        return Step(
+            message=replies.booking_refused(language, changes[-1].result),
+            outcome=StepOutcome.GAVE_UP,
+        )
+    searches = [o for o in history if o.tool == "find_available_rooms"]
+    if changes:  # a conflict: only the searches after it count
+        searches = [o for o in searches if o.turn > changes[-1].turn]
+    if searches:
+        return _change_or_say(plan, searches, language, names)
+    if len(changes) >= 3:
+        return Step(message=replies.search_unverified(language), outcome=StepOutcome.GAVE_UP)
+    assert plan.start_at is not None  # noqa: S101 (resolved: no problem)
+    assert plan.end_at is not None  # noqa: S101
+    return Step([_search(plan, plan.start_at, plan.end_at)])
+
+
+def _confirm(language: str, plan: MovePlan, names: Mapping[str, str]) -> str:
+    assert plan.booking is not None  # noqa: S101 (resolved: no problem)
+    assert plan.start_at is not None  # noqa: S101
+    assert plan.end_at is not None  # noqa: S101
+    assert plan.room  # noqa: S101
+    return replies.confirm_move(
+        language,
+        plan.booking,
+        room=plan.room,
+        start_at=plan.start_at,
+        end_at=plan.end_at,
+        names=names,
+    )
+
+
+def _outside(plan: MovePlan) -> tuple[datetime, datetime] | None:
+    """The part of the new slot outside the booking's own, when it moves within its own room
+    and overlaps itself (the search cannot list a room the booking itself holds)."""
+    assert plan.booking is not None  # noqa: S101
+    assert plan.start_at is not None  # noqa: S101
+    assert plan.end_at is not None  # noqa: S101
+    if plan.room != plan.booking["room_id"]:
+        return None
+    old_start = datetime.fromisoformat(str(plan.booking["start_at"]))
+    old_end = datetime.fromisoformat(str(plan.booking["end_at"]))
+    if plan.end_at <= old_start or plan.start_at >= old_end:
+        return None
+    if plan.start_at < old_start:
+        return plan.start_at, old_start
+    if plan.end_at > old_end:
+        return old_end, plan.end_at
+    return None
+
+
+def _search(plan: MovePlan, start: datetime, end: datetime) -> Proposal:
+    assert plan.booking is not None  # noqa: S101
+    return Proposal(
+        "find_available_rooms",
+        {
+            "start_at": start.isoformat(),
+            "end_at": end.isoformat(),
+            "attendees": int(plan.booking.get("attendees") or 1),
+            "room_id": plan.room,
+        },
+    )
+
+
+def _change_or_say(
+    plan: MovePlan, searches: list[Observation], language: str, names: Mapping[str, str]
+) -> Step:
+    """Change with the room's version from a search that lists it free for the new slot (or,
+    for a move that overlaps itself, for the part of the new slot outside its own); else say
+    the room is not free then."""
+    assert plan.booking is not None  # noqa: S101 (resolved: no problem)
+    assert plan.start_at is not None  # noqa: S101
+    assert plan.end_at is not None  # noqa: S101
+    assert plan.room  # noqa: S101
+    last = searches[-1]
+    if not last.result.get("ok"):
+        return Step(
+            message=replies.search_refused(language, last.result), outcome=StepOutcome.GAVE_UP
+        )
+    free = {r["room_id"]: r for r in last.result.get("data", {}).get("rooms", [])}
+    room = free.get(plan.room)
+    outside = _outside(plan)
+    if room is None and outside is not None and len(searches) == 1:
+        return Step([_search(plan, *outside)])
+    if room is None:
+        return Step(
+            message=replies.move_not_free(
+                language, room=plan.room, start_at=plan.start_at, end_at=plan.end_at, names=names
+            ),
+            outcome=StepOutcome.GAVE_UP,
+        )
+    return Step(
+        [
+            Proposal(
+                "change_booking",
+                {
+                    "booking_id": plan.booking["booking_id"],
+                    "room_id": plan.room,
+                    "start_at": plan.start_at.isoformat(),
+                    "end_at": plan.end_at.isoformat(),
+                    "expected_version": room["version"],
+                },
+            )
+        ]
     )

@@ -546,7 +546,10 @@ def nothing_to_cancel(language: str, *, when: tuple[datetime, datetime] | None) 
 
 
 def confirm_cancel(
-    language: str, codes: list[str], bookings: Sequence[Mapping[str, Any]], names: Mapping[str, str]
+    language: str,
+    codes: list[str],
+    bookings: Sequence[Mapping[str, Any]],
+    names: Mapping[str, str],
 ) -> str:
     with in_language(language):
         lines = "; ".join(_booking_line(b, names) for b in bookings) or _join(codes)
@@ -561,4 +564,90 @@ def cancel_refused(language: str, envelope: dict) -> str:
     with in_language(language):
         return _("I cancelled nothing: %(message)s Which booking did you mean?") % {
             "message": refusal_text(envelope)
+        }
+
+
+# --- moving a booking -------------------------------------------------------------------------
+
+
+def _where(room: str, start: datetime, end: datetime, names: Mapping[str, str]) -> str:
+    return _("%(room)s, %(day)s %(span)s") % {
+        "room": room_label(room, names.get(room)),
+        "day": _day(start),
+        "span": _span(start, end),
+    }
+
+
+def move_question(
+    language: str, problem: str, candidates: list[Mapping[str, Any]], names: Mapping[str, str]
+) -> str:
+    """Why the move cannot be done as read, ending with a question."""
+    with in_language(language):
+        lines = "; ".join(_booking_line(b, names) for b in candidates)
+        if problem == "several":
+            return _(
+                "You have several bookings that match: %(lines)s. Which one should I move, and "
+                "to when?"
+            ) % {"lines": lines}
+        if problem == "no_booking":
+            return _(
+                "I found no upcoming booking of yours that matches, so I changed nothing. Which "
+                "booking do you mean (e.g. B204)?"
+            )
+        if problem == "same":
+            return _("That is when and where the booking already is. To when should I move it?")
+        if problem == "past":
+            return _(
+                "That time has already passed, so I changed nothing. To when should I move it?"
+            )
+        if problem == "bad_time":
+            return _("The new end would be before the new start. To when should I move it?")
+        if lines:
+            return _("Which booking should I move, and to when? Yours: %(lines)s?") % {
+                "lines": lines
+            }
+        return _("Which booking should I move (e.g. B204), and to when?")
+
+
+def confirm_move(
+    language: str,
+    booking: Mapping[str, Any],
+    *,
+    room: str,
+    start_at: datetime,
+    end_at: datetime,
+    names: Mapping[str, str],
+) -> str:
+    with in_language(language):
+        old = _where(
+            booking["room_id"],
+            datetime.fromisoformat(str(booking["start_at"])),
+            datetime.fromisoformat(str(booking["end_at"])),
+            names,
+        )
+        return _("Move %(code)s (%(old)s) to %(new)s? Say yes to move it?") % {
+            "code": booking["booking_id"],
+            "old": old,
+            "new": _where(room, start_at, end_at, names),
+        }
+
+
+def move_not_free(
+    language: str, *, room: str, start_at: datetime, end_at: datetime, names: Mapping[str, str]
+) -> str:
+    with in_language(language):
+        return _("%(where)s is not free, so the booking stays as it is.") % {
+            "where": _where(room, start_at, end_at, names)
+        }
+
+
+def moved(receipt: dict, language: str) -> str:
+    start, end = _local(receipt["start_at"]), _local(receipt["end_at"])
+    with in_language(language):
+        return _("Moved booking %(code)s to %(room)s on %(day)s, %(start)s–%(end)s.") % {
+            "code": receipt["booking_id"],
+            "room": receipt["room_id"],
+            "day": dateformat.format(start, _("D j M Y")),
+            "start": f"{start:%H:%M}",
+            "end": f"{end:%H:%M}",
         }

@@ -9,8 +9,8 @@ from typing import Any
 from django.db import OperationalError
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
 from django.db.models import Q
-from django.utils import timezone, translation
-from django.utils.translation import gettext, gettext_noop
+from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from accounts.models import Role
 from accounts.selectors import user_roles
@@ -275,11 +275,7 @@ def change_risk(ctx: CallContext, args: ChangeBookingInput) -> Risk:
 
 
 def change_summarize(receipt: dict[str, Any], language: str) -> str:
-    with translation.override(language):
-        return gettext("Changed booking %(code)s: now %(room)s.") % {
-            "code": receipt["booking_id"],
-            "room": receipt["room_id"],
-        }
+    return replies.moved(receipt, language)
 
 
 # --- what an approver reads: the call in words, and what stands in its way now ----------------

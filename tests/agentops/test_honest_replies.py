@@ -242,15 +242,30 @@ def test_cancelling_without_naming_a_booking_lists_it_and_asks_first(worker, e17
     assert not run.actions.filter(readonly=False).exists()
 
 
-def test_moving_a_booking_is_said_to_be_unavailable_and_changes_nothing(worker, e17):
+def test_moving_a_booking_names_it_and_changes_it_through_change_booking(worker, e17):
+    start, end = tomorrow(10)
+    booking = booking_create(requester=e17, room="R9", start_at=start, end_at=end)
+    run = ask(e17, "move my 10:00 meeting tomorrow to R7")
+
+    assert run.status == "succeeded", run.reply
+    assert run.delegation["max_writes"] == 1
+    assert run.delegation["resource"] == "R7"
+    booking.refresh_from_db()
+    assert booking.room.code == "R7"
+    assert (booking.during.lower, booking.during.upper) == (start, end)
+    assert Booking.objects.count() == 1
+    assert run.reply.startswith(f"Moved booking {booking.code} to R7 on ")
+
+
+def test_moving_a_booking_to_where_it_already_is_asks_and_changes_nothing(worker, e17):
     start, end = tomorrow(10)
     booking_create(requester=e17, room="R9", start_at=start, end_at=end)
     before = state()
     run = ask(e17, "move my 10:00 meeting tomorrow to R9")
 
-    assert run.reply.startswith("Moving or changing a booking is not available")
+    assert run.reply == ("That is when and where the booking already is. To when should I move it?")
     assert state() == before
-    assert not run.actions.exists()
+    assert not run.actions.filter(readonly=False).exists()
     assert run.delegation["max_writes"] == 0
 
 

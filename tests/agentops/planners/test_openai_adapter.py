@@ -13,7 +13,14 @@ from typing import Any
 import openai
 import pytest
 
-from agentops.contract import Delegation, ModelContext, Observation, Proposal, Step
+from agentops.contract import (
+    ConversationTurn,
+    Delegation,
+    ModelContext,
+    Observation,
+    Proposal,
+    Step,
+)
 from agentops.planners.openai_adapter import (
     MAX_RESULT_BYTES,
     OpenAIPlanner,
@@ -168,6 +175,7 @@ def make_ctx(
     language: str = "en",
     tools: list[dict[str, Any]] | None = None,
     history: list[Observation] | None = None,
+    conversation: tuple[ConversationTurn, ...] = (),
 ) -> ModelContext:
     return ModelContext(
         goal=goal,
@@ -188,6 +196,7 @@ def make_ctx(
         history=history or [],
         turn=len(history or []) + 1,
         instructions=tuple(registry.assistant().model_instructions()),
+        conversation=conversation,
     )
 
 
@@ -247,6 +256,34 @@ def test_goal_follows_system_prompt_as_user_message(
         "content": "Book a room for 4 people tomorrow at 14:00",
     }
     assert len(endpoint.last["messages"]) == 2
+
+
+def test_earlier_turns_come_before_the_goal_as_user_and_assistant_messages(
+    endpoint: FakeEndpoint, planner: OpenAIPlanner
+) -> None:
+    earlier = (
+        ConversationTurn("book a room tomorrow at 3pm", "How many people?", {"job": "book"}),
+        ConversationTurn("4", "", {"job": "book"}, "running"),  # no reply yet: only the request
+        ConversationTurn("明天下午呢", "x" * 5000, {}),
+    )
+    search = {"start_at": "2025-03-11T15:00:00+08:00"}
+    found = {"ok": True, "signal": "green", "data": {"rooms": []}}
+    history = [Observation(turn=1, tool="find_available_rooms", arguments=search, result=found)]
+
+    planner.propose(make_ctx(goal="yes, book it", conversation=earlier, history=history))
+
+    messages = endpoint.last["messages"]
+    assert messages[0]["role"] == "system"
+    assert messages[1:6] == [
+        {"role": "user", "content": "book a room tomorrow at 3pm"},
+        {"role": "assistant", "content": "How many people?"},
+        {"role": "user", "content": "4"},
+        {"role": "user", "content": "明天下午呢"},
+        {"role": "assistant", "content": "x" * 2000},
+    ]
+    assert messages[6] == {"role": "user", "content": "yes, book it"}
+    assert [m["role"] for m in messages[7:]] == ["assistant", "tool"]
+    assert messages[7]["tool_calls"][0]["function"]["name"] == "find_available_rooms"
 
 
 def test_history_is_replayed_as_tool_calls_and_results_in_order(

@@ -79,10 +79,10 @@ def _roles(user) -> frozenset[str]:
 
 
 def run_turn(user, text: str, conversation: list[ConversationTurn], now: datetime) -> TurnResult:
-    from agentops import gate, registry
+    from agentops.runtime import gate, registry
     from bookings.tools import ASSISTANT
 
-    reading = ASSISTANT.read_request(text, now=now, conversation=tuple(conversation))
+    reading = ASSISTANT.read_request(text, now=now, conversation=tuple(conversation), subject=user)
     delegation = reading.delegation
     planner = ASSISTANT.planner()
     history: list[Observation] = []
@@ -121,15 +121,13 @@ def run_turn(user, text: str, conversation: list[ConversationTurn], now: datetim
 
 
 def _call(proposal, user, roles, delegation, writes, gate, registry) -> tuple[dict, int]:
-    spec, verdict = gate.check_tool(proposal.tool, roles)
-    if verdict is not None:
-        return _envelope(verdict.error), 0
-    args, verdict = gate.check_schema(spec, proposal.arguments)
-    verdict = (
-        verdict
-        or gate.check_visible(spec, roles)
-        or gate.check_scope(spec, args, delegation, writes)
-    )
+    spec = gate.check_tool(proposal.tool, roles)
+    if isinstance(spec, gate.Verdict):
+        return _envelope(spec.error), 0
+    args = gate.check_schema(spec, proposal.arguments)
+    if isinstance(args, gate.Verdict):
+        return _envelope(args.error), 0
+    verdict = gate.check_visible(spec, roles) or gate.check_scope(spec, args, delegation, writes)
     if verdict is not None:
         return _envelope(verdict.error), 0
     ctx = CallContext(
@@ -155,7 +153,7 @@ def _envelope(error) -> dict[str, Any]:
 
 def _finish(step, language: str, delegation, history: list[Observation]) -> tuple[str, str]:
     """The reply as the verifier words it (agentops.runtime.verifier)."""
-    from agentops import registry
+    from agentops.runtime import registry
     from bookings.tools import ASSISTANT
 
     summaries = []
@@ -167,6 +165,8 @@ def _finish(step, language: str, delegation, history: list[Observation]) -> tupl
         return " ".join(summaries), "succeeded"
     if step.outcome == StepOutcome.DONE and delegation.max_writes == 0:
         return step.message, "answered"
+    if delegation.max_writes == 0 and step.message.strip():
+        return step.message, str(step.outcome)
     reply = ASSISTANT.reply(ReplyKind.NOTHING_DONE, language=language, detail=step.message)
     return reply, str(step.outcome)
 
@@ -182,6 +182,60 @@ def run_conversation(user, turns: list[str], now: datetime | None = None) -> lis
     return results
 
 
+def live_outcome(run) -> str:
+    """A finished (or waiting) run's outcome in the words the domain harness uses."""
+    if run.status == "waiting_approval":
+        return "waiting_approval"
+    if run.status == "succeeded":
+        return "succeeded" if run.outcome == "verified" else str(run.outcome)
+    return str(run.outcome or run.status)
+
+
+def run_conversation_live(user, turns: list[str], now: datetime | None = None) -> list[TurnResult]:
+    """The conversation through real runs: each turn a run of the front door
+    (``agentops.services.run_start``) continuing the first run's conversation, carried out by
+    the real Celery worker (the caller provides it: tests/workers.py), waited for until it ends
+    or waits for an approver. Needs committed data (transactional tests)."""
+    from agentops.services import run_start
+    from tests.workers import wait_for_run
+
+    ends = ("succeeded", "failed", "cancelled", "waiting_approval")
+    conversation_id = None
+    results = []
+    for text in turns:
+        started = run_start(user=user, request_text=text, conversation_id=conversation_id)
+        conversation_id = conversation_id or started.conversation_id
+        run = wait_for_run(started.pk, statuses=ends)
+        first = run.events.get(seq=1).payload
+        result = TurnResult(
+            text,
+            dict(run.delegation),
+            dict(first.get("understood") or {}),
+            run.reply,
+            live_outcome(run),
+        )
+        result.calls = [
+            (a.tool, dict(a.params), bool((a.result or {}).get("ok")))
+            for a in run.actions.order_by("turn", "call_index")
+        ]
+        results.append(result)
+    return results
+
+
+# What a case writes, truncated after it when it ran through real runs (accounts and rooms stay).
+CASE_TABLES = ("agentops", "approvals", "bookings_booking", "bookings_bookingchange")
+
+
+def reset_case_tables() -> None:
+    """Remove what earlier cases wrote (runs, approvals, bookings), committed: for live cases
+    one after another in one transactional test or the benchmark."""
+    from django.db import connection
+
+    tables = [t for t in connection.introspection.django_table_names() if t.startswith(CASE_TABLES)]
+    with connection.cursor() as cursor:
+        cursor.execute(f"TRUNCATE {', '.join(tables)} CASCADE")
+
+
 # --- one case: set up, run, compare the end state ------------------------------------------------
 
 
@@ -190,7 +244,7 @@ class Verdict:
     case: str
     lang: str
     understood: bool  # the end state, the delegation and the reply are as expected
-    wrong: bool  # a booking was made or cancelled that the expected end state does not have
+    wrong: bool  # a booking made, cancelled or moved that the expected end state does not have
     asked: bool  # the last turn asked the person something
     problems: list[str]
 
@@ -211,7 +265,9 @@ def _fill(text: str, codes: dict[str, str]) -> str:
     return text
 
 
-def run_case(case: dict[str, Any], asker, other) -> Verdict:
+def run_case(case: dict[str, Any], asker, other, *, live: bool = False) -> Verdict:
+    """``live``: every turn through a real run and the Celery worker (run_conversation_live),
+    else at the domain level (run_conversation)."""
     from bookings.models import Booking, BookingStatus
     from tests.bookings.factories import booking_create
 
@@ -229,8 +285,9 @@ def run_case(case: dict[str, Any], asker, other) -> Verdict:
         )
         codes[spec["as"]] = booking.code
     before = set(Booking.objects.values_list("code", "status"))
+    placed = {b.code: (b.room.code, b.during) for b in Booking.objects.select_related("room")}
     turns = [_fill(t, codes) for t in case["turns"]]
-    results = run_conversation(asker, turns, now)
+    results = (run_conversation_live if live else run_conversation)(asker, turns, now)
     last = results[-1]
     expect = case["expect"]
     problems: list[str] = []
@@ -273,6 +330,23 @@ def run_case(case: dict[str, Any], asker, other) -> Verdict:
         wrong = bool(made_confirmed) or bool(cancelled_now - want_cancelled - set(new_codes))
     else:
         wrong = bool(made_set - wanted) or bool(cancelled_now - want_cancelled)
+    # A move: a booking that was there before now in another room or at another time.
+    moved_now = {
+        b.code: (b.room.code, b.during.lower, b.during.upper)
+        for b in Booking.objects.select_related("room").filter(code__in=placed)
+        if (b.room.code, b.during) != placed[b.code]
+    }
+    want_moved = {
+        codes[m["as"]]: (
+            m["room"],
+            at(resolve_day(m["day"], today), m["start"]),
+            at(resolve_day(m["day"], today), m["end"]),
+        )
+        for m in expect.get("moved", [])
+    }
+    wrong = wrong or any(want_moved.get(code) != where for code, where in moved_now.items())
+    if moved_now != want_moved:
+        problems.append(f"moved {moved_now}, expected {want_moved}")
     if made_set != wanted and "@made" not in expect.get("cancelled", []):
         problems.append(
             f"bookings made {sorted(map(str, made_set))}, expected {sorted(map(str, wanted))}"
@@ -305,6 +379,8 @@ def run_case(case: dict[str, Any], asker, other) -> Verdict:
         problems.append(f"expected to wait for an approver, got {last.outcome}: {last.reply!r}")
     if job == "ask" and not asked:
         problems.append(f"expected a question, got {last.outcome}: {last.reply!r}")
+    if job == "move" and last.outcome != "succeeded":
+        problems.append(f"expected a verified move, got {last.outcome}: {last.reply!r}")
     if job == "answer" and last.outcome != "answered":
         problems.append(f"expected an answer, got {last.outcome}: {last.reply!r}")
     if job in ("ask", "answer") and last.reply.startswith(("Nothing was booked", "没有预订")):

@@ -1,13 +1,34 @@
 """The assistant's evaluation set (eval_cases.jsonl), against the real database: every case's
-end state, delegation and reply, and no booking anybody did not ask for over the whole set."""
+end state, delegation and reply, and no booking anybody did not ask for over the whole set, at
+the domain level (fast); and through real runs and the real Celery worker for every
+conversation and a subset of the single-turn cases of each job and language (end to end)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.bookings.assistant.harness import load_cases, run_case, users
+from tests.bookings.assistant.harness import load_cases, reset_case_tables, run_case, users
 
 CASES = load_cases()
+SINGLE_PER_JOB = 2  # single-turn cases of each job and language that also run end to end
+
+
+def live_cases(cases: list[dict]) -> list[dict]:
+    """Every conversation, and the first SINGLE_PER_JOB single-turn cases of each (language,
+    job)."""
+    taken: dict[tuple[str, str], int] = {}
+    chosen = []
+    for case in cases:
+        key = (case["lang"], case["expect"]["job"])
+        if len(case["turns"]) > 1:
+            chosen.append(case)
+        elif taken.get(key, 0) < SINGLE_PER_JOB:
+            taken[key] = taken.get(key, 0) + 1
+            chosen.append(case)
+    return chosen
+
+
+LIVE = live_cases(CASES)
 
 
 @pytest.fixture
@@ -44,4 +65,38 @@ def test_no_wrong_booking_over_the_whole_set(django_db_blocker, django_db_setup)
             if verdict.wrong:
                 wrong.append((case["id"], verdict.problems))
         transaction.set_rollback(True)
+    assert wrong == []
+
+
+def test_the_live_subset_has_every_conversation_and_both_languages() -> None:
+    single = [c for c in LIVE if len(c["turns"]) == 1]
+    assert all(c in LIVE for c in CASES if len(c["turns"]) > 1)
+    assert len(single) >= 20
+    assert {c["lang"] for c in single} == {"en", "zh"}
+    assert {c["expect"]["job"] for c in single} == {c["expect"]["job"] for c in CASES}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("case", LIVE, ids=[c["id"] for c in LIVE])
+def test_case_end_to_end(case, worker) -> None:
+    """Each turn a real run continuing the first one's conversation, the worker carrying it
+    out; the database's end state after the last turn. 0 wrong bookings end to end."""
+    verdict = run_case(case, *users(), live=True)
+    assert not verdict.wrong, verdict.problems
+    assert verdict.understood, verdict.problems
+
+
+@pytest.mark.integration
+def test_no_wrong_booking_over_the_whole_set_end_to_end(worker) -> None:
+    """0 wrong bookings through real runs: every case of the set, each turn a run carried out
+    by the worker, what each case wrote truncated before the next."""
+    from agentops.runtime.redis_client import get_redis
+
+    wrong = []
+    for case in CASES:
+        reset_case_tables()
+        get_redis().flushdb()  # the asker's per-minute limits: one case at a time
+        verdict = run_case(case, *users(), live=True)
+        if verdict.wrong:
+            wrong.append((case["id"], verdict.problems))
     assert wrong == []
