@@ -273,3 +273,9 @@ def booking_list_for_user(
         next_cursor=_encode_cursor(items[-1].id) if has_more else None,
         has_more=has_more,
     )
+
+
+def room_choices(*, user: User) -> list[tuple[str, str]]:
+    """(code, "code name") of every bookable room on ``user``'s side of the sandbox line."""
+    rooms = Room.objects.filter(bookable=True, sandbox=_in_sandbox(user)).order_by("code")
+    return [(r.code, f"{r.code} {r.name}") for r in rooms.only("code", "name")]

@@ -51,6 +51,10 @@ class SeriesPreview:
     def taken(self) -> int:
         return sum(not r.free for r in self.rows)
 
+    @property
+    def free(self) -> int:
+        return len(self.rows) - self.taken
+
 
 @dataclass(frozen=True)
 class SeriesReservation:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from bookings import views
+from bookings import series_views, views
 
 app_name = "bookings"
 urlpatterns = [
@@ -11,4 +11,8 @@ urlpatterns = [
     path("bookings/", views.mine, name="mine"),
     path("bookings/<str:code>/cancel/", views.cancel, name="cancel"),
     path("requests/<uuid:request_id>/withdraw/", views.withdraw, name="withdraw"),
+    path("series/new/", series_views.series_new, name="series_new"),
+    path("series/book/", series_views.series_book, name="series_book"),
+    path("series/<int:series_id>/", series_views.series_detail, name="series_detail"),
+    path("series/<int:series_id>/cancel/", series_views.series_cancel, name="series_cancel"),
 ]
