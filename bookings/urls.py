@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from bookings import series_views, views
+from bookings import calendar_views, checkin_views, series_views, views
 
 app_name = "bookings"
 urlpatterns = [
@@ -15,4 +15,9 @@ urlpatterns = [
     path("series/book/", series_views.series_book, name="series_book"),
     path("series/<int:series_id>/", series_views.series_detail, name="series_detail"),
     path("series/<int:series_id>/cancel/", series_views.series_cancel, name="series_cancel"),
+    path("calendar/", calendar_views.settings_section, name="calendar"),
+    path("calendar/reset/", calendar_views.reset, name="calendar_reset"),
+    path("calendar/feed/<str:token>.ics", calendar_views.feed, name="feed"),
+    path("bookings/<str:code>/calendar.ics", calendar_views.booking_ics, name="booking_ics"),
+    path("bookings/<str:code>/check-in/", checkin_views.check_in, name="check_in"),
 ]

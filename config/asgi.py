@@ -17,6 +17,7 @@ from django.conf import settings  # noqa: E402
 
 from agentops.mcp.server import mcp_mount  # noqa: E402
 from approvals.routing import websocket_urlpatterns as approval_routes  # noqa: E402
+from bookings.routing import websocket_urlpatterns as booking_routes  # noqa: E402
 from config.security import (  # noqa: E402
     ExactOriginValidator,
     HeaderLimits,
@@ -36,7 +37,7 @@ application = HeaderLimits(
             {
                 "http": http_app,
                 "websocket": ExactOriginValidator(
-                    AuthMiddlewareStack(URLRouter(run_routes + approval_routes))
+                    AuthMiddlewareStack(URLRouter(run_routes + approval_routes + booking_routes))
                 ),
             }
         )

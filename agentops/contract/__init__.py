@@ -17,7 +17,12 @@ from agentops.contract.envelope import (
     failure,
     success,
 )
-from agentops.contract.governance import governed_call, install_governor
+from agentops.contract.governance import (
+    governed_call,
+    install_governor,
+    on_run_finished,
+    run_finished_announce,
+)
 from agentops.contract.planning import (
     Assistant,
     ConversationTurn,
@@ -81,5 +86,7 @@ __all__ = [
     "failure",
     "governed_call",
     "install_governor",
+    "on_run_finished",
+    "run_finished_announce",
     "success",
 ]

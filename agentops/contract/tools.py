@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -137,6 +138,9 @@ class ToolSpec:
     # The version of the state a call acts on (e.g. a room's schedule), bound into approvals.
     environment_version: Callable[[BaseModel], int | None] | None = None
     summarize: Callable[[dict[str, Any], str], str] | None = None  # (receipt, language) -> reply
+    # When the call's effect begins (a booking's start): an approval is asked for until a set
+    # time before it (runtime.approval.approval_deadline), not a fixed time from now.
+    acts_at: Callable[[BaseModel], datetime | None] | None = None
 
     def __post_init__(self) -> None:
         if not self.meta.readonly and (self.lookup_receipt is None or self.verify is None):

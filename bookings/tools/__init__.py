@@ -93,6 +93,7 @@ TOOLS = [
         assess_risk=adapters.reserve_risk,
         environment_version=adapters.reserve_environment_version,
         summarize=adapters.reserve_summarize,
+        acts_at=adapters.starts_at,
     ),
     ToolSpec(
         name="cancel_booking",
@@ -198,6 +199,7 @@ TOOLS = [
         assess_risk=series.reserve_series_risk,
         environment_version=series.reserve_series_environment_version,
         summarize=series.reserve_series_summarize,
+        acts_at=adapters.starts_at,
     ),
     ToolSpec(
         name="cancel_series",

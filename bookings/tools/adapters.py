@@ -3,7 +3,7 @@ still hold, how to undo it, how risky a call is, and how to tell the person."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import OperationalError
@@ -104,6 +104,11 @@ def reserve_summarize(receipt: dict[str, Any], language: str) -> str:
 
 def cancel_summarize(receipt: dict[str, Any], language: str) -> str:
     return replies.cancelled(receipt, language)
+
+
+def starts_at(args: ReserveRoomInput) -> datetime:
+    """When a booking (a series: its first meeting) starts: its approval is due before then."""
+    return args.start_at
 
 
 def reserve_environment_version(args: ReserveRoomInput) -> int | None:
