@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -69,7 +69,8 @@ def approval_deadline(spec: ToolSpec, args: BaseModel, *, now: datetime) -> date
     latest = now + timedelta(hours=settings.APPROVAL_DEADLINE_MAX_HOURS)
     wanted = starts - timedelta(minutes=settings.APPROVAL_LEAD_MINUTES)
     floor = min(now + timedelta(minutes=settings.APPROVAL_DEADLINE_MIN_MINUTES), starts)
-    return max(floor, min(wanted, latest))
+    # In UTC, as the database gives it back: the binding compares its ISO text.
+    return max(floor, min(wanted, latest)).astimezone(UTC)
 
 
 def request_open(run: AgentRun, action: Action, spec: ToolSpec, args: BaseModel) -> None:
