@@ -46,6 +46,7 @@ class RoomForm(forms.ModelForm):
             "notes",
             "bookable",
             "requires_approval",
+            "checkin_required",
         )
 
 
@@ -62,7 +63,7 @@ class RoomAdmin(AuditedAdmin):
         "requires_approval",
         "schedule_version",
     )
-    list_filter = ("department", "floor", "bookable", "requires_approval")
+    list_filter = ("department", "floor", "bookable", "requires_approval", "checkin_required")
     search_fields = ("code", "name")
     audit_kind = "room"
 
