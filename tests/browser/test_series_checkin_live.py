@@ -10,7 +10,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from django.test import Client
 from django.utils import timezone
 
@@ -41,6 +41,9 @@ def chromium() -> Iterator:
             yield browser
         finally:
             browser.close()
+            # Inside sync_playwright the test runs in another context, hence on another
+            # database connection (as tests/browser/conftest.py says): give it back.
+            connections.close_all()
 
 
 def signed_in(browser, server: str, user):
