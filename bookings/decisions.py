@@ -11,9 +11,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.formats import date_format
 
-from accounts.models import User
 from approvals.models import ApprovalRequest, RequestStatus
-from bookings.notices import Notice, notify
+from bookings.notices import Notice, notify, push_changed
 
 _DECIDED = {
     RequestStatus.APPROVED: Notice.APPROVED,
@@ -31,16 +30,30 @@ def _what(intent: dict[str, Any]) -> str:
 
 
 def on_approval_settled(sender: Any, request: ApprovalRequest, **kwargs: Any) -> None:
-    notice = _DECIDED.get(RequestStatus(request.status))
-    requester = User.objects.filter(pk=request.requester_id).first()
-    if requester is None:
+    """Sent after commit on whatever thread decided (a web request, the sweeper, an MCP
+    session's thread): the live poke at once, without a query; the e-mail from a worker
+    (decision_mail_task), which reads the request afresh."""
+    notice = _DECIDED.get(RequestStatus(request.status), Notice.BOOKED)
+    push_changed(user_id=request.requester_id, notice=notice)
+    if notice != Notice.BOOKED:
+        from bookings.tasks import decision_mail_task
+
+        decision_mail_task.delay(str(request.pk))
+
+
+def decision_mail(*, request_id: str) -> None:
+    """E-mail the requester the decision on ``request_id`` (approved, rejected, expired)."""
+    request = (
+        ApprovalRequest.objects.select_related("requester", "record").filter(pk=request_id).first()
+    )
+    if request is None:
         return
-    if notice is None:  # withdrawn: the person did it; their pages still refresh
-        notify(user=requester, notice=Notice.BOOKED)
+    notice = _DECIDED.get(RequestStatus(request.status))
+    if notice is None:
         return
     record = getattr(request, "record", None) if notice != Notice.EXPIRED else None
     notify(
-        user=requester,
+        user=request.requester,
         notice=notice,
         what=_what(request.intent),
         reason=record.reason if record is not None else "",
@@ -48,22 +61,31 @@ def on_approval_settled(sender: Any, request: ApprovalRequest, **kwargs: Any) ->
 
 
 def on_run_finished(finished: dict[str, Any]) -> None:
-    """A run that failed after its approval was given tells its requester so; any other
-    ending of a run with a subject refreshes their open My bookings."""
-    subject = User.objects.filter(pk=finished.get("subject_id")).first()
-    if subject is None:
+    """Called after the commit that ended a run, on whatever thread ended it: the live poke at
+    once, without a query; a run that did not succeed is looked at by a worker
+    (run_failed_mail_task): if it had been approved, its requester hears that it failed."""
+    subject_id = finished.get("subject_id")
+    if subject_id is None:
         return
-    approved = None
+    push_changed(user_id=subject_id, notice=Notice.BOOKED)
     if finished.get("status") != "succeeded":
-        approved = ApprovalRequest.objects.filter(
-            run_ref=finished.get("run_id"), status=RequestStatus.APPROVED
-        ).first()
+        from bookings.tasks import run_failed_mail_task
+
+        run_failed_mail_task.delay(str(finished.get("run_id")), finished.get("reply") or "")
+
+
+def run_failed_mail(*, run_id: str, reply: str) -> None:
+    """A run that ended without success after its approval was given: tell its requester."""
+    approved = (
+        ApprovalRequest.objects.select_related("requester")
+        .filter(run_ref=run_id, status=RequestStatus.APPROVED)
+        .first()
+    )
     if approved is None:
-        notify(user=subject, notice=Notice.BOOKED)
         return
     notify(
-        user=subject,
+        user=approved.requester,
         notice=Notice.FAILED_AFTER_APPROVAL,
         what=_what(approved.intent),
-        reason=finished.get("reply") or "",
+        reason=reply,
     )

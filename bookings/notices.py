@@ -60,18 +60,24 @@ def user_group(user_id: Any) -> str:
     return f"bookings.user.{user_id}"
 
 
-def notify(*, user: User, notice: Notice, what: str = "", reason: str = "") -> None:
-    """After the caller's commit: poke the person's open My bookings pages, and for a decision
-    send them an e-mail (when they have an address)."""
+def push_changed(*, user_id: Any, notice: Notice) -> None:
+    """After the caller's commit, poke the person's open My bookings pages (no query: safe on
+    any thread, even one whose database session has already gone back to the pool)."""
 
     def push() -> None:
         layer = get_channel_layer()
         if layer is not None:
             async_to_sync(layer.group_send)(
-                user_group(user.pk), {"type": "bookings.changed", "notice": notice.value}
+                user_group(user_id), {"type": "bookings.changed", "notice": notice.value}
             )
 
     transaction.on_commit(push, robust=True)
+
+
+def notify(*, user: User, notice: Notice, what: str = "", reason: str = "") -> None:
+    """After the caller's commit: poke the person's open My bookings pages, and for a decision
+    send them an e-mail (when they have an address)."""
+    push_changed(user_id=user.pk, notice=notice)
     if notice in _MAIL and user.email:
         subject_id, body_id = _MAIL[notice]
         with translation.override(settings.LANGUAGE_CODE):

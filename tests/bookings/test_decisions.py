@@ -19,7 +19,7 @@ from bookings.models import Booking, BookingSeries
 from bookings.notices import user_group
 from bookings.series import SeriesMode, series_request
 from tests.conftest import slot
-from tests.workers import wait_for_run
+from tests.workers import wait_for_run, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 
@@ -89,7 +89,9 @@ def test_an_approval_is_mailed_and_pushed_and_the_series_booked(worker, e17_mail
     run = wait_for_run(request.run_ref)
     assert run.status == "succeeded", (run.outcome, run.reply)
     assert Booking.objects.filter(series=BookingSeries.objects.get()).count() == 2
-    approved = [m for m in mail.outbox if m.to == ["e17@example.com"]]
+    approved = wait_until(
+        lambda: [m for m in mail.outbox if m.to == ["e17@example.com"]], message="the e-mail"
+    )
     assert [m.subject.split(":")[0] for m in approved] == ["Approved"]
     assert "R16" in approved[0].subject
     assert "fine" in approved[0].body
@@ -104,15 +106,19 @@ def test_a_rejection_is_mailed_with_the_reason_and_nothing_booked(worker, e17_ma
         request_id=request.pk, approver=approver, approve=False, reason="board meeting"
     ).ok
     wait_for_run(request.run_ref)
-    rejected = [m for m in mail.outbox if m.to == ["e17@example.com"]]
+    rejected = wait_until(
+        lambda: [m for m in mail.outbox if m.to == ["e17@example.com"]], message="the e-mail"
+    )
     assert [m.subject.split(":")[0] for m in rejected] == ["Not approved"]
     assert "board meeting" in rejected[0].body
     assert not Booking.objects.exists()
 
 
-def test_a_run_that_fails_after_its_approval_says_so(transactional_db, e17_mail, approver):
+def test_a_run_that_fails_after_its_approval_says_so(worker, e17_mail, approver):
     _start, request = ask_r16(e17_mail)
     approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok")
+    wait_for_run(request.run_ref)
+    wait_until(lambda: mail.outbox, message="the approval's e-mail")
     mail.outbox.clear()
     run_finished_announce(
         {
@@ -123,5 +129,6 @@ def test_a_run_that_fails_after_its_approval_says_so(transactional_db, e17_mail,
             "reply": "Someone booked R16 meanwhile; nothing was booked.",
         }
     )
+    wait_until(lambda: mail.outbox, message="the failure's e-mail")
     assert [m.subject.split(":")[0] for m in mail.outbox] == ["Approved, but not booked"]
     assert "meanwhile" in mail.outbox[0].body
