@@ -86,6 +86,9 @@ class AuditAction(models.TextChoices):
     RECONCILE_ABANDONED = "reconcile.abandoned", gettext_lazy("Abandoned an unclear write")
     ROLLBACK_RESOLVED = "rollback.resolved", gettext_lazy("Resolved a pending rollback")
     BOOKING_CANCELLED = "booking.cancelled", gettext_lazy("Cancelled a booking as an admin")
+    # Written by the check-in sweeper, with the booking's owner as the actor (whose booking it
+    # was) and "by": "check-in sweeper" in the detail: nobody pressed a button.
+    BOOKING_RELEASED = "booking.released", gettext_lazy("A booking nobody checked in was released")
     TOKEN_ISSUED = "token.issued", gettext_lazy("Issued an API token")
     TOKEN_REVOKED = "token.revoked", gettext_lazy("Revoked an API token")
     ADMIN_CHANGED = "admin.changed", gettext_lazy("Changed a record in the admin")

@@ -45,6 +45,7 @@ class RoomForm(forms.ModelForm):
             "notes",
             "bookable",
             "requires_approval",
+            "checkin_required",
         )
 
 
@@ -61,7 +62,7 @@ class RoomAdmin(AuditedAdmin[Room]):
         "requires_approval",
         "schedule_version",
     )
-    list_filter = ("department", "floor", "bookable", "requires_approval")
+    list_filter = ("department", "floor", "bookable", "requires_approval", "checkin_required")
     search_fields = ("code", "name")
     audit_kind = "room"
 

@@ -7,3 +7,13 @@ from django.utils.translation import gettext_lazy
 class BookingsConfig(AppConfig):
     name = "bookings"
     verbose_name = gettext_lazy("Bookings")
+
+    def ready(self) -> None:
+        from agentops.contract import on_run_finished
+        from approvals.signals import approval_settled
+        from bookings import decisions
+
+        approval_settled.connect(
+            decisions.on_approval_settled, dispatch_uid="bookings.approval_settled"
+        )
+        on_run_finished(decisions.on_run_finished)

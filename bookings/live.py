@@ -10,11 +10,12 @@ from datetime import date, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs
 
-from channels.generic.websocket import AsyncWebsocketConsumer
+from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 from django.db import transaction
 from django.utils import timezone
 
 from agentops.contract import broadcast
+from bookings.notices import user_group
 
 NOT_SIGNED_IN = 4401
 BAD_TOPIC = 4400
@@ -93,3 +94,28 @@ def _topic(query: str) -> str | None:
     if "room" in params and _ROOM.match(params["room"][0]):
         return room_group(params["room"][0])
     return None
+
+
+# --- My bookings, live: a socket per signed-in person (bookings.notices pokes it) ----------
+
+
+class MyBookingsConsumer(AsyncJsonWebsocketConsumer):
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=NOT_SIGNED_IN)
+            return
+        self.group = user_group(user.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+
+    async def disconnect(self, code: int) -> None:
+        group = getattr(self, "group", None)
+        if group is not None:
+            await self.channel_layer.group_discard(group, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        """One-way: nothing a client sends decides anything."""
+
+    async def bookings_changed(self, message: dict[str, Any]) -> None:
+        await self.send_json({"changed": True, "notice": message.get("notice", "")})

@@ -32,6 +32,12 @@ class Room(models.Model):
         default=False,
         help_text="A drill room: only drill identities see it, and they see nothing else.",
     )
+    checkin_required = models.BooleanField(
+        default=True,
+        db_default=True,
+        verbose_name=gettext_lazy("Check-in required"),
+        help_text="Bookings not checked in by the grace period are released for others.",
+    )
 
     class Meta:
         verbose_name = gettext_lazy("room")
@@ -48,6 +54,56 @@ class Room(models.Model):
 class BookingStatus(models.TextChoices):
     CONFIRMED = "confirmed", gettext_lazy("Confirmed")
     CANCELLED = "cancelled", gettext_lazy("Cancelled")
+
+
+class BookingSeries(models.Model):
+    """A recurring meeting: one RFC 5545 rule, its occurrences ordinary bookings (Booking.series).
+
+    Created in one transaction with every occurrence it books (bookings/series.py)."""
+
+    requester = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="booking_series"
+    )
+    room = models.ForeignKey(Room, on_delete=models.PROTECT, related_name="series")
+    rule = models.CharField(
+        max_length=200, help_text="RFC 5545 RRULE value, e.g. FREQ=WEEKLY;COUNT=6"
+    )
+    first_start = models.DateTimeField(help_text="DTSTART: the first occurrence's start.")
+    duration = models.DurationField()
+    attendees = models.PositiveSmallIntegerField()
+    idempotency_key = models.CharField(max_length=200, unique=True)
+    run_id = models.CharField(max_length=64, blank=True)
+    missed_checkins = models.PositiveSmallIntegerField(
+        default=0, help_text="Occurrences released in a row for want of a check-in."
+    )
+    released_at = models.DateTimeField(
+        null=True, blank=True, help_text="When missed check-ins released the rest of the series."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        verbose_name_plural = "booking series"
+
+    def __str__(self) -> str:
+        return f"S{self.pk}"
+
+
+class SeriesCancellation(models.Model):
+    """The receipt of one cancel_series call: which occurrences it cancelled, under which key."""
+
+    series = models.ForeignKey(
+        BookingSeries, on_delete=models.PROTECT, related_name="cancellations"
+    )
+    idempotency_key = models.CharField(max_length=200, unique=True)
+    from_start = models.DateTimeField(
+        help_text="Occurrences starting at or after this were cancelled."
+    )
+    cancelled = ArrayField(models.CharField(max_length=16), default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.idempotency_key
 
 
 class Booking(models.Model):
@@ -99,6 +155,19 @@ class Booking(models.Model):
         blank=True,
         db_default="",  # the reserve's hand-written INSERT does not name it
         help_text="Idempotency key of the call that cancelled it (receipt lookup by key).",
+    )
+    # The reserve's hand-written INSERT names none of the following: each has a database default.
+    series = models.ForeignKey(
+        BookingSeries, null=True, blank=True, on_delete=models.PROTECT, related_name="bookings"
+    )
+    sequence = models.PositiveIntegerField(
+        default=0,
+        db_default=0,
+        help_text="iCalendar SEQUENCE: bumped by every service that changes the booking.",
+    )
+    checked_in_at = models.DateTimeField(null=True, blank=True)
+    released_at = models.DateTimeField(
+        null=True, blank=True, help_text="Cancelled because nobody checked in."
     )
 
     class Meta:
@@ -166,3 +235,19 @@ class BookingChange(models.Model):
 
     def __str__(self) -> str:
         return f"{self.booking_id}: {self.idempotency_key}"
+
+
+class CalendarToken(models.Model):
+    """The secret of a person's calendar feed URL. Resetting it makes the old URL answer 404.
+
+    Kept as given (the person copies the URL from My bookings again at any time); it grants
+    only reading that person's own bookings."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="calendar_token"
+    )
+    token = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"calendar token of {self.user_id}"

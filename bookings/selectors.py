@@ -337,3 +337,9 @@ def room_names() -> list[tuple[str, str, bool]]:
     return list(
         Room.objects.filter(sandbox=False).order_by("code").values_list("code", "name", "bookable")
     )
+
+
+def room_choices(*, user: User) -> list[tuple[str, str]]:
+    """(code, "code name") of every bookable room on ``user``'s side of the sandbox line."""
+    rooms = Room.objects.filter(bookable=True, sandbox=_in_sandbox(user)).order_by("code")
+    return [(r.code, f"{r.code} {r.name}") for r in rooms.only("code", "name")]

@@ -372,8 +372,16 @@ def booking_cancel(*, user: User, booking_code: str, idempotency_key: str = "") 
     booking.cancelled_by = user
     booking.cancelled_version = room.schedule_version
     booking.cancel_key = idempotency_key
+    booking.sequence += 1  # calendars see the cancellation as a newer version of the event
     booking.save(
-        update_fields=["status", "cancelled_at", "cancelled_by", "cancelled_version", "cancel_key"]
+        update_fields=[
+            "status",
+            "cancelled_at",
+            "cancelled_by",
+            "cancelled_version",
+            "cancel_key",
+            "sequence",
+        ]
     )
     schedule_changed([(room.code, booking.start_at, booking.end_at)])
     return booking

@@ -257,6 +257,15 @@ SERVE_STATIC = _env_bool("SERVE_STATIC", DEBUG)  # `make run` turns it on for it
 # --- booking rules ---
 BOOKING_HORIZON_DAYS = int(os.environ.get("BOOKING_HORIZON_DAYS", "90"))
 BOOKING_MAX_HOURS = int(os.environ.get("BOOKING_MAX_HOURS", "8"))
+# Check-in (bookings/checkin.py): open this many minutes before the start, until this many after
+# it; a booking not checked in by then is released by the beat task below. A series whose
+# occurrences were released this many times in a row is released from then on.
+BOOKING_CHECKIN_OPEN_MINUTES = int(os.environ.get("BOOKING_CHECKIN_OPEN_MINUTES", "10"))
+BOOKING_CHECKIN_GRACE_MINUTES = int(os.environ.get("BOOKING_CHECKIN_GRACE_MINUTES", "15"))
+BOOKING_SERIES_MISSED_CHECKINS = int(os.environ.get("BOOKING_SERIES_MISSED_CHECKINS", "3"))
+BOOKING_RELEASE_SWEEP_SECONDS = float(os.environ.get("BOOKING_RELEASE_SWEEP_SECONDS", "60"))
+# The domain of calendar event UIDs (<booking code>@<domain>): fixed once calendars subscribed.
+CALENDAR_UID_DOMAIN = os.environ.get("CALENDAR_UID_DOMAIN", "rooms.localhost")
 
 # --- Celery: at-least-once delivery; tasks are idempotent and take ids ---
 CELERY_BROKER_URL = REDIS_URL
@@ -302,6 +311,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "agentops.tasks.expire_trace_payloads_task",
         "schedule": float(os.environ.get("TRACE_RETENTION_SWEEP_SECONDS", "3600")),
     },
+    "release-no-shows": {
+        "task": "bookings.tasks.release_no_shows_task",
+        "schedule": BOOKING_RELEASE_SWEEP_SECONDS,
+    },
 }
 # Days a finished run keeps its request text and trace payloads (personal data); 0 = forever.
 TRACE_PAYLOAD_RETENTION_DAYS = int(os.environ.get("TRACE_PAYLOAD_RETENTION_DAYS", "90"))
@@ -343,6 +356,12 @@ LOGGING = {
 
 # --- approvals ---
 APPROVAL_DEADLINE_MINUTES = int(os.environ.get("APPROVAL_DEADLINE_MINUTES", "30"))
+# A call whose effect has a start (a booking: ToolSpec.acts_at) waits for its approver until
+# this long before that start, but never longer than the maximum, nor less than the minimum;
+# a call without a start keeps APPROVAL_DEADLINE_MINUTES.
+APPROVAL_LEAD_MINUTES = int(os.environ.get("APPROVAL_LEAD_MINUTES", "15"))
+APPROVAL_DEADLINE_MAX_HOURS = int(os.environ.get("APPROVAL_DEADLINE_MAX_HOURS", "72"))
+APPROVAL_DEADLINE_MIN_MINUTES = int(os.environ.get("APPROVAL_DEADLINE_MIN_MINUTES", "5"))
 # How long a signed approval stays usable after the decision (never past the request deadline).
 APPROVAL_VALID_MINUTES = int(os.environ.get("APPROVAL_VALID_MINUTES", "10"))
 

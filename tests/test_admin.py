@@ -232,6 +232,7 @@ def _room_form(room: Room, **changes) -> dict:
         "notes": room.notes,
         "bookable": "on" if room.bookable else "",
         "requires_approval": "on" if room.requires_approval else "",
+        "checkin_required": "on" if room.checkin_required else "",
     }
     return {k: v for k, v in (data | changes).items() if v != ""}
 

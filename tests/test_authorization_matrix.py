@@ -132,6 +132,17 @@ ROWS = [
     Row("requests/<uuid:request_id>/withdraw/", "POST", "/requests/{approval}/withdraw/",
                                                                               "302 302 302 302 302 302 302 302 302 302 302 302",
         state=A, may_change=frozenset({"e17"})),
+    Row("series/new/",                 "GET",  "/series/new/",                "302 200 302 200 302 200 302 200 302 302 302 302"),
+    Row("series/book/",                "POST", "/series/book/",               "302 400 302 400 302 400 302 400 302 302 302 302", {"room": "R7"}),
+    Row("series/<int:series_id>/",     "GET",  "/series/999999/",             "302 404 302 404 302 404 302 404 302 302 302 302"),
+    Row("series/<int:series_id>/cancel/", "POST", "/series/999999/cancel/",   "302 400 302 400 302 400 302 400 302 302 302 302"),
+    Row("calendar/",                   "GET",  "/calendar/",                  "302 200 302 200 302 200 302 200 302 302 302 302"),
+    Row("calendar/reset/",             "POST", "/calendar/reset/",            "302 302 302 302 302 302 302 302 302 302 302 302"),
+    Row("calendar/feed/<str:token>.ics", "GET", "/calendar/feed/nope.ics",    "404 404 404 404 404 404 404 404 404 404 404 404"),
+    Row("bookings/<str:code>/calendar.ics", "GET", "/bookings/{booking}/calendar.ics",
+                                                                              "302 200 302 404 302 404 302 200 302 302 302 302"),
+    Row("bookings/<str:code>/check-in/", "POST", "/bookings/{booking}/check-in/",
+                                                                              "302 400 302 404 302 404 302 404 302 302 302 302", state=C),
     Row("approvals/",                  "GET",  "/approvals/",                 "302 403 302 403 302 200 302 403 302 302 302 302"),
     Row("approvals/<uuid:request_id>/", "GET", "/approvals/{approval}/",     "302 200 302 404 302 200 302 404 302 302 302 302"),
     Row("approvals/<uuid:request_id>/decide/", "POST", "/approvals/{approval}/decide/",
@@ -197,6 +208,7 @@ WS_ROWS = [
     # The last route: any path no consumer serves is refused at the handshake (config.security).
     ("",                       "/ws/nothing-here/", "4404 4404 4404 4404 4404 4404 4404 4404 4404 4404 4404 4404"),
     ("ws/nav/",                "/ws/nav/",        "4401 4403 4401 4403 4401 1 4401 1 4401 4401 4401 4401"),
+    ("ws/bookings/",           "/ws/bookings/",   "4401 1 4401 1 4401 1 4401 1 4401 4401 4401 4401"),
 ]
 # fmt: on
 

@@ -22,6 +22,8 @@ from agentops.contract.governance import (
     governed_call,
     install_broadcaster,
     install_governor,
+    on_run_finished,
+    run_finished_announce,
 )
 from agentops.contract.planning import (
     Assistant,
@@ -94,5 +96,7 @@ __all__ = [
     "install_governor",
     "message_json",
     "message_text",
+    "on_run_finished",
+    "run_finished_announce",
     "success",
 ]

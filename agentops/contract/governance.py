@@ -48,3 +48,22 @@ def broadcast(group: str, message: dict[str, Any]) -> None:
     commit. Nothing installed (a script without the runtime): nothing is sent."""
     if _broadcasters:
         _broadcasters[0](group, message)
+
+
+# --- the end of a run, announced to the domain -------------------------------------------------
+# A domain that tells people what became of their requests (bookings: "approved, but not
+# booked") learns that a run ended here, after the runtime's commit, without importing it.
+RunFinishedListener = Callable[[dict[str, Any]], None]
+_run_listeners: list[RunFinishedListener] = []
+
+
+def on_run_finished(listener: RunFinishedListener) -> None:
+    """Call ``listener`` with {run_id, subject_id, status, outcome, reply} after each run ends."""
+    if listener not in _run_listeners:
+        _run_listeners.append(listener)
+
+
+def run_finished_announce(finished: dict[str, Any]) -> None:
+    """The runtime's side: called after the commit that ended a run."""
+    for listener in _run_listeners:
+        listener(finished)

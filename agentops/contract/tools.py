@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
@@ -201,6 +202,9 @@ class ToolSpec[I: BaseModel]:
     describe: Callable[[CallContext, I], Message] | None = None
     recheck: Callable[[CallContext, I], tuple[Message, ...]] | None = None
     not_done: Message | None = None
+    # When the call's effect begins (a booking's start): an approval is asked for until a set
+    # time before it (runtime.approval.approval_deadline), not a fixed time from now.
+    acts_at: Callable[[BaseModel], datetime | None] | None = None
 
     def __post_init__(self) -> None:
         if not self.meta.readonly and (self.lookup_receipt is None or self.verify is None):

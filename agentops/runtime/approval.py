@@ -11,7 +11,7 @@ import functools
 import hashlib
 import marshal
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -113,9 +113,24 @@ def binding(run: AgentRun, action: Action, spec: ToolSpec, args: BaseModel) -> d
     }
 
 
+def approval_deadline(spec: ToolSpec, args: BaseModel, *, now: datetime) -> datetime:
+    """Until when an approver may decide. A call whose effect starts at a time (a booking,
+    ``ToolSpec.acts_at``) waits until APPROVAL_LEAD_MINUTES before that start, at most
+    APPROVAL_DEADLINE_MAX_HOURS from now, at least APPROVAL_DEADLINE_MIN_MINUTES (never past
+    the start itself); any other call APPROVAL_DEADLINE_MINUTES."""
+    starts = spec.acts_at(args) if spec.acts_at is not None else None
+    if starts is None:
+        return now + timedelta(minutes=settings.APPROVAL_DEADLINE_MINUTES)
+    latest = now + timedelta(hours=settings.APPROVAL_DEADLINE_MAX_HOURS)
+    wanted = starts - timedelta(minutes=settings.APPROVAL_LEAD_MINUTES)
+    floor = min(now + timedelta(minutes=settings.APPROVAL_DEADLINE_MIN_MINUTES), starts)
+    # In UTC, as the database gives it back: the binding compares its ISO text.
+    return max(floor, min(wanted, latest)).astimezone(UTC)
+
+
 def request_open(run: AgentRun, action: Action, spec: ToolSpec, args: BaseModel) -> None:
     """A HIGH action waits: open its approval request, and let the run wait as long."""
-    deadline = timezone.now() + timedelta(minutes=settings.APPROVAL_DEADLINE_MINUTES)
+    deadline = approval_deadline(spec, args, now=timezone.now())
     action.proposal_deadline = deadline
     action.save(update_fields=["proposal_deadline"])
     if run.deadline < deadline:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
 from django.utils import timezone
 
+from agentops.contract import run_finished_announce
 from agentops.models import (
     Action,
     ActionStatus,
@@ -147,6 +149,15 @@ def run_move(
     else:
         kind, event = _RUN_EVENT[to], payload or {}
     run_save_with_event(run=run, fields=tuple(fields), kind=kind, payload=event)
+    if terminal:
+        finished = {
+            "run_id": str(run.pk),
+            "subject_id": run.subject_id,
+            "status": to.value,
+            "outcome": str(run.outcome),
+            "reply": run.reply,
+        }
+        transaction.on_commit(lambda: run_finished_announce(finished), robust=True)
 
 
 def action_move(

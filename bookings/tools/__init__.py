@@ -8,10 +8,12 @@ from agentops.contract import ScopeFields, SideEffect, ToolDescription, ToolMeta
 from bookings.assistant import ASSISTANT
 from bookings.drills import SANDBOX
 from bookings.rules import KNOWN_EQUIPMENT
-from bookings.tools import adapters, handlers
+from bookings.tools import adapters, handlers, series
 from bookings.tools.schemas import (
     BookingOut,
     BookingRef,
+    CancelSeriesInput,
+    CancelSeriesOutput,
     ChangeBookingInput,
     ChangeBookingOutput,
     FindAvailableRoomsInput,
@@ -20,6 +22,8 @@ from bookings.tools.schemas import (
     ListMyBookingsOutput,
     ReserveRoomInput,
     ReserveRoomOutput,
+    ReserveSeriesInput,
+    ReserveSeriesOutput,
 )
 
 EMPLOYEES = frozenset({Role.EMPLOYEE.value, Role.APPROVER.value, Role.ADMIN.value})
@@ -97,6 +101,7 @@ TOOLS = [
         describe=adapters.reserve_describe,
         recheck=adapters.reserve_recheck,
         not_done=adapters.RESERVE_NOT_DONE,
+        acts_at=adapters.starts_at,
     ),
     ToolSpec(
         name="cancel_booking",
@@ -207,6 +212,72 @@ TOOLS = [
             roles=EMPLOYEES,
         ),
         handler=handlers.list_my_bookings,
+    ),
+    ToolSpec(
+        name="reserve_series",
+        description=ToolDescription(
+            summary="Book one room for a recurring meeting: every occurrence of an RFC 5545 rule, in one write.",
+            when_to_use="Only when the user asked for a repeating meeting (daily, weekly, every N weeks, "
+            "monthly on a weekday) and said when it ends (a date or a number of times).",
+            differs_from="reserve_room books one time; this books up to 100 occurrences at once. "
+            "cancel_series undoes it; cancel_booking cancels one occurrence.",
+            parameters="room_id, start_at/end_at of the first occurrence (with offset), rrule "
+            "(FREQ=DAILY|WEEKLY|MONTHLY; INTERVAL; BYDAY for monthly, e.g. 2TU; COUNT<=100 or UNTIL ...Z), "
+            "attendees, equipment, mode: all (every occurrence or nothing) or free_only (skip taken times).",
+            constraints="Side effect: creates one booking per occurrence, all in one transaction. conflict "
+            "(mode all) means some occurrence is taken: nothing was booked; ask the user whether to skip those. "
+            "A room that needs approval asks one approval for the whole series. The host adds the key.",
+            example='{"room_id":"R7","start_at":"2026-09-28T14:00:00+08:00","end_at":"2026-09-28T15:00:00+08:00",'
+            '"rrule":"FREQ=WEEKLY;COUNT=6","attendees":3,"mode":"free_only"} -> '
+            '{"series_id":12,"booked":[{"booking_id":"B204",...}],"skipped":[...]}',
+        ),
+        input_model=ReserveSeriesInput,
+        output_model=ReserveSeriesOutput,
+        meta=ToolMeta(
+            readonly=False,
+            side_effect=SideEffect.MEDIUM,
+            enforced_idempotent=True,
+            estimated_latency_ms=2000,
+            roles=EMPLOYEES,
+            max_output_bytes=32768,  # up to 100 occurrences
+        ),
+        handler=series.reserve_series,
+        scope=ScopeFields(attendees="attendees", equipment="equipment", resource="room_id"),
+        lookup_receipt=series.reserve_series_lookup_receipt,
+        verify=series.reserve_series_verify,
+        compensate=series.RESERVE_SERIES_COMPENSATION,
+        assess_risk=series.reserve_series_risk,
+        environment_version=series.reserve_series_environment_version,
+        summarize=series.reserve_series_summarize,
+        acts_at=adapters.starts_at,
+    ),
+    ToolSpec(
+        name="cancel_series",
+        description=ToolDescription(
+            summary="Cancel the signed-in employee's recurring meeting: one occurrence and all after it, or all.",
+            when_to_use="When the user asks to cancel a series, or a series from a given occurrence on.",
+            differs_from="cancel_booking cancels one occurrence only; reserve_series books a series.",
+            parameters="series_id; from_booking_id (optional): that occurrence and the following ones, "
+            "otherwise every occurrence that has not started.",
+            constraints="Side effect: frees the slots in one transaction. Meetings already over stay. "
+            "Cancelling twice is harmless.",
+            example='{"series_id":12,"from_booking_id":"B207"} -> {"series_id":12,"cancelled":["B207","B208"]}',
+        ),
+        input_model=CancelSeriesInput,
+        output_model=CancelSeriesOutput,
+        meta=ToolMeta(
+            readonly=False,
+            side_effect=SideEffect.MEDIUM,
+            enforced_idempotent=True,
+            estimated_latency_ms=1000,
+            roles=EMPLOYEES,
+            max_output_bytes=8192,
+        ),
+        handler=series.cancel_series,
+        lookup_receipt=series.cancel_series_lookup_receipt,
+        verify=series.cancel_series_verify,
+        assess_risk=series.cancel_series_risk,
+        summarize=series.cancel_series_summarize,
     ),
 ]
 

@@ -3,7 +3,7 @@ still hold, how to undo it, how risky a call is, and how to tell the person."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import OperationalError
@@ -141,6 +141,11 @@ def cancel_policy_facts(args: BookingRef) -> dict[str, Any]:
         Booking.objects.filter(code=args.booking_id).values_list("requester_id", "status").first()
     )
     return {"booking": list(owner) if owner else None}
+
+
+def starts_at(args: ReserveRoomInput) -> datetime:
+    """When a booking (a series: its first meeting) starts: its approval is due before then."""
+    return args.start_at
 
 
 def reserve_environment_version(args: ReserveRoomInput) -> int | None:

@@ -185,3 +185,70 @@ class ChangeBookingOutput(BookingOut):
     from_start_at: datetime
     from_end_at: datetime
     replayed: bool = Field(description="True when this key had already made this change")
+
+
+# --- recurring bookings -----------------------------------------------------------------------
+
+
+class ReserveSeriesInput(Strict):
+    room_id: Annotated[RoomCode, Field(title=gettext_noop("Room"))]
+    start_at: AwareDatetime = Field(
+        title=gettext_noop("First start"), description="The first occurrence's start, with offset"
+    )
+    end_at: AwareDatetime = Field(
+        title=gettext_noop("First end"), description="The first occurrence's end, with offset"
+    )
+    rrule: str = Field(
+        max_length=120,
+        pattern=r"^FREQ=(DAILY|WEEKLY|MONTHLY)[A-Z0-9;=\-]*$",
+        title=gettext_noop("Repeats"),
+        description="RFC 5545 RRULE value: FREQ=DAILY|WEEKLY|MONTHLY, optional INTERVAL, "
+        "BYDAY (monthly: e.g. 2TU), and COUNT (at most 100) or UNTIL (UTC, ...Z)",
+    )
+    attendees: int = Field(ge=1, le=MAX_ATTENDEES, title=gettext_noop("Attendees"))
+    equipment: list[Equipment] = Field(
+        default_factory=list, max_length=5, title=gettext_noop("Equipment")
+    )
+    mode: Literal["all", "free_only"] = Field(
+        title=gettext_noop("Which occurrences"),
+        description="all: every occurrence or nothing; free_only: skip the taken ones",
+    )
+
+
+class SeriesOccurrenceOut(Strict):
+    booking_id: str
+    start_at: datetime
+    end_at: datetime
+    status: Literal["confirmed", "cancelled"]
+
+
+class SkippedOut(Strict):
+    start_at: datetime
+    end_at: datetime
+
+
+class ReserveSeriesOutput(Strict):
+    series_id: int
+    room_id: str
+    rrule: str
+    booked: list[SeriesOccurrenceOut]
+    skipped: list[SkippedOut]
+    replayed: bool
+
+
+class CancelSeriesInput(Strict):
+    series_id: int = Field(ge=1, le=2**31 - 1, title=gettext_noop("Series"))
+    from_booking_id: Annotated[
+        BookingCode | None,
+        Field(
+            title=gettext_noop("From occurrence"),
+            description="Cancel this occurrence and the following ones; absent: all upcoming",
+        ),
+    ] = None
+
+
+class CancelSeriesOutput(Strict):
+    series_id: int
+    room_id: str
+    cancelled: list[str]
+    replayed: bool

@@ -1,0 +1,40 @@
+// My bookings stays current: the server pokes /ws/bookings/ after a decision, a release or a
+// booking of the person's, and the page re-reads its list (htmx, the same URL, only
+// #mine-live). The database is the record: a lost poke costs freshness, never a decision.
+// Also the calendar section's Copy button.
+(() => {
+  const region = () => document.getElementById("mine-live");
+  if (region()) {
+    const scheme = location.protocol === "https:" ? "wss" : "ws";
+    let delay = 500;
+    const connect = () => {
+      const socket = new WebSocket(`${scheme}://${location.host}${region().dataset.liveSocket}`);
+      socket.onopen = () => {
+        delay = 500;
+        document.body.dataset.bookingsLive = "open";
+      };
+      socket.onmessage = () => {
+        htmx.ajax("GET", location.pathname + location.search, {
+          target: "#mine-live",
+          select: "#mine-live",
+          swap: "outerHTML",
+        });
+      };
+      socket.onclose = (event) => {
+        document.body.dataset.bookingsLive = "closed";
+        if (event.code === 4401) return; // signed out: nothing to follow
+        setTimeout(connect, delay);
+        delay = Math.min(delay * 2, 10000);
+      };
+    };
+    connect();
+  }
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest("[data-copy]");
+    if (!button) return;
+    const field = document.querySelector(button.dataset.copy);
+    field.select();
+    if (navigator.clipboard) navigator.clipboard.writeText(field.value);
+    button.dataset.copied = "true";
+  });
+})();
