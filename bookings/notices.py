@@ -8,8 +8,6 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import transaction
@@ -17,6 +15,7 @@ from django.utils import translation
 from django.utils.translation import gettext, gettext_noop
 
 from accounts.models import User
+from agentops.contract import broadcast
 
 
 class Notice(StrEnum):
@@ -64,12 +63,8 @@ def push_changed(*, user_id: Any, notice: Notice) -> None:
     """After the caller's commit, poke the person's open My bookings pages (no query: safe on
     any thread, even one whose database session has already gone back to the pool)."""
 
-    def push() -> None:
-        layer = get_channel_layer()
-        if layer is not None:
-            async_to_sync(layer.group_send)(
-                user_group(user_id), {"type": "bookings.changed", "notice": notice.value}
-            )
+    def push() -> None:  # sent by the runtime's one pushing thread: never blocks the caller
+        broadcast(user_group(user_id), {"type": "bookings.changed", "notice": notice.value})
 
     transaction.on_commit(push, robust=True)
 

@@ -515,7 +515,10 @@ def test_the_asgi_matrix(rooms, admin_user, approver, settings):
                     if got != code:
                         wrong.append(f"ASGI {row.method} {row.path} {principal}: {got} != {code}")
         finally:
-            await application.application.endpoint.shutdown()
+            mount = application
+            while not hasattr(mount, "endpoint"):  # the wrappers around the MCP mount
+                mount = mount.application
+            await mount.endpoint.shutdown()
 
     asyncio.run(every_http_row())
     assert not wrong, "\n".join(wrong)
