@@ -144,6 +144,8 @@ def bookings_release_no_shows(*, now: datetime | None = None) -> Released:
 def _release_one(pk: int, *, now: datetime) -> tuple[list[str], int | None] | None:
     """Lock the room, then the booking (every schedule writer's order); re-check; release."""
     room_id = Booking.objects.filter(pk=pk).values_list("room_id", flat=True).first()
+    if room_id is None:  # the booking is gone (never: bookings are not deleted)
+        return None
     room = Room.objects.select_for_update().get(pk=room_id)
     booking = Booking.objects.select_for_update().select_related("requester").get(pk=pk)
     if (

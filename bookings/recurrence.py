@@ -86,6 +86,8 @@ def rule_build(
             )
         parts.append(f"COUNT={count}")
     else:
+        if until is None:  # the form requires one of count and until
+            raise ValueError("a rule needs a count or an end date")
         end_of_day = timezone.make_aware(datetime.combine(until, time(23, 59, 59)))
         parts.append(f"UNTIL={end_of_day.astimezone(UTC):%Y%m%dT%H%M%SZ}")
     return ";".join(parts)

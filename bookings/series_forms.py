@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import datetime, time, timedelta
-from typing import Any
+from datetime import date, datetime, time, timedelta
+from typing import Any, cast
 from zoneinfo import ZoneInfo
 
 from django import forms
@@ -31,7 +31,7 @@ _TIME = forms.TimeInput(attrs={"type": "time"}, format="%H:%M")
 _DATE = forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d")
 
 
-def _tomorrow():
+def _tomorrow() -> date:
     return timezone.localdate() + timedelta(days=1)
 
 
@@ -75,7 +75,8 @@ class SeriesForm(forms.Form):
 
     def __init__(self, *args: Any, rooms: list[tuple[str, str]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["room"].choices = rooms
+        # cast: "room" is the ChoiceField declared above (fields are deep copies of them).
+        cast(forms.ChoiceField, self.fields["room"]).choices = rooms
 
     def parse(self) -> dict[str, Any]:
         """Keyword arguments for bookings.series.series_preview (without the user)."""

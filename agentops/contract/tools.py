@@ -204,7 +204,7 @@ class ToolSpec[I: BaseModel]:
     not_done: Message | None = None
     # When the call's effect begins (a booking's start): an approval is asked for until a set
     # time before it (runtime.approval.approval_deadline), not a fixed time from now.
-    acts_at: Callable[[BaseModel], datetime | None] | None = None
+    acts_at: Callable[[I], datetime | None] | None = None
 
     def __post_init__(self) -> None:
         if not self.meta.readonly and (self.lookup_receipt is None or self.verify is None):

@@ -4,7 +4,7 @@ still hold, how to undo it, how risky a call is, and how to tell the person."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import OperationalError
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
@@ -143,7 +143,11 @@ def cancel_policy_facts(args: BookingRef) -> dict[str, Any]:
     return {"booking": list(owner) if owner else None}
 
 
-def starts_at(args: ReserveRoomInput) -> datetime:
+class _Starts(Protocol):
+    start_at: datetime
+
+
+def starts_at(args: _Starts) -> datetime:
     """When a booking (a series: its first meeting) starts: its approval is due before then."""
     return args.start_at
 

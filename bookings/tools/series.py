@@ -96,7 +96,7 @@ def cancel_series(ctx: CallContext, args: CancelSeriesInput) -> dict[str, Any]:
 # --- adapters ---------------------------------------------------------------------------------
 
 
-def _after_key(key: str):
+def _after_key(key: str) -> None:
     """Wait for any in-flight write of ``key`` (the services hold its advisory lock until
     commit), bounded: a write that holds it longer is stuck, and "unknown" is the honest answer."""
     cursor = connection.cursor()
@@ -224,7 +224,8 @@ def cancel_series_lookup_receipt(key: str) -> ReceiptLookup:
 
 def cancel_series_verify(receipt: dict[str, Any], ctx: CallContext) -> Verification:
     codes = receipt.get("cancelled", [])
-    series = BookingSeries.objects.filter(pk=receipt.get("series_id")).first()
+    series_id = receipt.get("series_id")
+    series = BookingSeries.objects.filter(pk=series_id).first() if series_id else None
     if series is None or series.requester_id != ctx.user.pk:
         return Verification(False, "series not found")
     still = list(
