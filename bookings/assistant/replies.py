@@ -10,7 +10,7 @@ from typing import Any
 
 from django.utils import dateformat, timezone, translation
 from django.utils.translation import gettext as _
-from django.utils.translation import pgettext
+from django.utils.translation import ngettext, pgettext
 
 from agentops.contract import ReplyKind
 from bookings.assistant.parsing import (
@@ -511,12 +511,17 @@ def availability(
 def _booking_line(b: Mapping[str, Any], names: Mapping[str, str]) -> str:
     start = datetime.fromisoformat(b["start_at"])
     end = datetime.fromisoformat(b["end_at"])
-    return _("%(code)s: %(room)s, %(day)s %(span)s, %(people)s people") % {
+    people = int(b.get("attendees") or 0)
+    return ngettext(
+        "%(code)s: %(room)s, %(day)s %(span)s, %(people)s person",
+        "%(code)s: %(room)s, %(day)s %(span)s, %(people)s people",
+        people,
+    ) % {
         "code": b["booking_id"],
         "room": room_label(b["room_id"], names.get(b["room_id"])),
         "day": _day(start),
         "span": _span(start, end),
-        "people": b.get("attendees", ""),
+        "people": people,
     }
 
 
