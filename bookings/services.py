@@ -593,9 +593,19 @@ def booking_change(
         )
     booking.room, booking.during = new_room, DateTimeTZRange(start, end, "[)")
     booking.attendees, booking.title = people, new_title
+    booking.sequence += 1  # calendars see the change as a newer version of the same event
     try:
         with transaction.atomic():
-            booking.save(update_fields=["room", "during", "attendees", "title", "created_version"])
+            booking.save(
+                update_fields=[
+                    "room",
+                    "during",
+                    "attendees",
+                    "title",
+                    "created_version",
+                    "sequence",
+                ]
+            )
     except IntegrityError as exc:  # the exclusion constraint: the backstop of _check_change
         if getattr(exc.__cause__, "sqlstate", None) != "23P01":
             raise

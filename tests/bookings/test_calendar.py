@@ -120,3 +120,26 @@ def test_the_section_creates_and_resets_the_link(e17):
     assert "Reset link" in page
     client.post(reverse("bookings:calendar_reset"))
     assert CalendarToken.objects.get(user=e17).token != token
+
+
+def test_a_changed_booking_keeps_its_uid_and_moves_its_sequence_and_time(e17):
+    from bookings.models import Room
+    from bookings.services import booking_change
+
+    start, end = slot(days=1, hour=9)
+    booking = booking_create(requester=e17, room="R7", start_at=start, end_at=end)
+    later, later_end = slot(days=1, hour=15)
+    booking_change(
+        user=e17,
+        booking_code=booking.code,
+        idempotency_key="move-1",
+        room_code="R9",
+        start_at=later,
+        end_at=later_end,
+        expected_version=Room.objects.get(code="R9").schedule_version,
+    )
+
+    event = events(Client(), feed_url(e17))[f"{booking.code}@rooms.localhost"]
+    assert int(event["SEQUENCE"]) == 1
+    assert event.decoded("DTSTART") == later
+    assert "R9" in str(event["LOCATION"])
