@@ -31,8 +31,12 @@ def minimal_arguments(schema: dict[str, Any], *, booking: str, days: int) -> dic
         prop = schema["properties"][name]
         if prop.get("format") == "date-time":
             arguments[name] = next(times).isoformat()
+        elif "enum" in prop:
+            arguments[name] = prop["enum"][0]
         elif prop.get("type") == "integer":
             arguments[name] = prop.get("minimum", 0)
+        elif prop.get("pattern", "").startswith("^FREQ="):
+            arguments[name] = "FREQ=DAILY;COUNT=2"
         elif prop.get("pattern", "").startswith("^R"):
             arguments[name] = "R7"
         elif prop.get("pattern", "").startswith("^B"):
