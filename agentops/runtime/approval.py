@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import marshal
+import types
 import uuid
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -50,14 +50,32 @@ def environment_instance() -> str:
         return cursor.fetchone()[0]
 
 
+def _stable(value: Any) -> Any:
+    """A code object's content in a form that is the same in every process: marshal's bytes
+    are not (they mark objects by reference count), nor is the order of a frozenset of strings
+    (hash randomisation); bytecode, names and constants are."""
+    if isinstance(value, types.CodeType):
+        return (
+            value.co_code.hex(),
+            value.co_names,
+            value.co_varnames,
+            tuple(_stable(c) for c in value.co_consts),
+        )
+    if isinstance(value, frozenset):
+        return sorted(repr(v) for v in value)
+    if isinstance(value, tuple):
+        return tuple(_stable(v) for v in value)
+    return repr(value)
+
+
 def _code_identity(fn: Any) -> str | None:
     """Where a callable lives and a digest of its compiled body: a new handler or adapter, or a
-    changed one, is another tool generation."""
+    changed one, is another tool generation (the same in every process of one release)."""
     if fn is None:
         return None
     target = getattr(fn, "func", fn)  # a functools.partial's function
     code = getattr(target, "__code__", None)
-    body = hashlib.sha256(marshal.dumps(code)).hexdigest()[:16] if code is not None else ""
+    body = hashlib.sha256(repr(_stable(code)).encode()).hexdigest()[:16] if code is not None else ""
     return f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', '')}:{body}"
 
 

@@ -222,7 +222,7 @@ def test_earlier_today_is_past_too(worker, e17):
     [
         (
             "cancel all my meetings",
-            "Cancel {code}: R9, {day} 10:00–11:00, 1 people? Say yes to cancel it?",
+            "Cancel {code}: R9, {day} 10:00–11:00, 1 person? Say yes to cancel it?",
         ),
         ("取消我所有的会议", "取消 {code}：R9，{day} 10:00–11:00，1 人？确认取消请回复“好的”？"),
     ],
