@@ -269,6 +269,8 @@ CALENDAR_UID_DOMAIN = os.environ.get("CALENDAR_UID_DOMAIN", "rooms.localhost")
 
 # --- Celery: at-least-once delivery; tasks are idempotent and take ids ---
 CELERY_BROKER_URL = REDIS_URL
+# kombu's Redis transport with its close after a lost broker fixed (config/broker.py).
+CELERY_BROKER_TRANSPORT = "config.broker:Transport"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True

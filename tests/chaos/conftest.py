@@ -24,6 +24,8 @@ TRIALS = int(os.environ.get("CHAOS_TRIALS", "2"))
 SETTLE_TIMEOUT = float(os.environ.get("CHAOS_SETTLE_TIMEOUT", "90"))
 # The workers of these tests take work nobody does for this long as lost (production: 20 s).
 STALE_AFTER_S = "3"
+# Lines of each process's log a failed chaos test prints.
+LOG_TAIL_LINES = 80
 
 _figures: dict[str, Any] = {}
 
@@ -121,6 +123,18 @@ def _write_figures():
     if path and _figures:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(_figures, indent=2, sort_keys=True))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed chaos test shows the end of every process's log: CI keeps only the output."""
+    report = yield
+    stack = getattr(item, "funcargs", {}).get("stack")
+    if report.failed and call.when == "call" and isinstance(stack, Stack):
+        for log in sorted(stack.logs.glob("*.log")):
+            tail = log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
+            report.sections.append((f"chaos log {log.name}", "\n".join(tail)))
+    return report
 
 
 @pytest.fixture

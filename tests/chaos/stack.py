@@ -104,7 +104,7 @@ class Stack:
             "worker",
             f"--pool={pool}",
             f"--concurrency={concurrency}",
-            "--loglevel=WARNING",
+            "--loglevel=INFO",
             "--without-mingle",
             "--without-gossip",
             "-n",

@@ -1,0 +1,80 @@
+"""The broker transport (config/broker.py): a worker that lost Redis closes its connection a
+second time after the transport was detached from it. kombu's own channel raises
+AttributeError there, which stopped the worker for good (tests/chaos, a Redis restart); ours
+closes, and the unacknowledged message stays in Redis for the visibility timeout to restore."""
+
+from __future__ import annotations
+
+import pytest
+from django.conf import settings
+from kombu import Connection
+from kombu.transport import redis as kombu_redis
+
+from config.celery import app
+
+
+def _detached_connection(transport: str | None) -> tuple[Connection, str]:
+    """A connection with one message delivered and not acknowledged, then half closed the way
+    Celery collects a connection whose broker went away: the transport loses its client while
+    the channel is still open."""
+    conn = Connection(settings.CELERY_BROKER_URL, transport=transport)
+    channel = conn.default_channel
+    tag = f"test-broker-{id(conn)}"
+    payload = channel.prepare_message(
+        "{}",
+        content_type="application/json",
+        properties={
+            "delivery_tag": tag,
+            "delivery_info": {"exchange": "", "routing_key": "test-broker"},
+        },
+    )
+    message = channel.message_to_python(payload)
+    channel.qos.append(message, tag)
+    conn._do_close_transport()
+    return conn, tag
+
+
+def test_kombus_own_channel_raises_on_that_second_close():
+    """The fault this transport exists for, still in the kombu this project installs: when a
+    kombu release fixes it, this test says so and config/broker.py can go."""
+    conn, tag = _detached_connection(None)
+    try:
+        with pytest.raises(AttributeError):
+            conn.close()
+    finally:
+        _forget(tag)
+
+
+def test_our_channel_closes_and_leaves_the_message_to_be_restored():
+    conn, tag = _detached_connection(settings.CELERY_BROKER_TRANSPORT)
+    try:
+        conn.close()  # no exception
+        assert conn.connected is False
+        unacked = _redis().hget(kombu_redis.Channel.unacked_key, tag)
+        assert unacked is not None  # still there: the visibility timeout puts it back
+    finally:
+        _forget(tag)
+
+
+def test_the_workers_and_the_web_use_it():
+    with app.connection_for_read() as read, app.connection_for_write() as write:
+        for conn in (read, write):
+            assert isinstance(conn.default_channel, _our_channel())
+
+
+def _our_channel() -> type:
+    from config.broker import Channel
+
+    return Channel
+
+
+def _redis():
+    from agentops.runtime.redis_client import get_redis
+
+    return get_redis()
+
+
+def _forget(tag: str) -> None:
+    redis = _redis()
+    redis.hdel(kombu_redis.Channel.unacked_key, tag)
+    redis.zrem(kombu_redis.Channel.unacked_index_key, tag)
