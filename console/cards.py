@@ -32,7 +32,7 @@ STATUS_LABELS = {
 }
 
 DECISION_LABELS = {
-    "execute": _("accepted"),
+    "execute": _("allowed"),
     "approval": _("needs an approver"),
     "refuse": _("refused"),
     "abort": _("stopped the run"),
@@ -48,6 +48,20 @@ CHECK_LABELS = {
     "loop": _("repeated call"),
     "policy": _("policy"),
 }
+
+# What a call does, in a person's words: the card names no tool (admins read the tool names on
+# the run's page in the operators' screens). A tool not listed here (a gateway's) is "a step".
+TOOL_LABELS = {
+    "find_available_rooms": _("looking for free rooms"),
+    "reserve_room": _("booking the room"),
+    "cancel_booking": _("cancelling the booking"),
+    "change_booking": _("changing the booking"),
+    "get_booking": _("looking up the booking"),
+    "list_my_bookings": _("reading your bookings"),
+    "reserve_series": _("booking the series"),
+    "cancel_series": _("cancelling the series"),
+}
+OTHER_TOOL = _("a step")
 
 LOOKUP_LABELS = {
     "found": _("it was done"),
@@ -84,6 +98,21 @@ def _label(labels: dict[str, Any], value: Any) -> Any:
     return labels.get(value, value)
 
 
+def tool_label(tool: Any) -> Any:
+    return TOOL_LABELS.get(tool, OTHER_TOOL) if isinstance(tool, str) else OTHER_TOOL
+
+
+def _proposal_view(proposal: Any) -> dict[str, Any]:
+    proposal = _dict(proposal)
+    arguments = _dict(proposal.get("arguments"))
+    room, booking = arguments.get("room_id"), arguments.get("booking_id")
+    return {
+        "label": tool_label(proposal.get("tool")),
+        "room": room if isinstance(room, str) else "",
+        "booking": booking if isinstance(booking, str) else "",
+    }
+
+
 def status_view(status: str) -> dict[str, Any]:
     return {"code": status, "label": STATUS_LABELS.get(RunStatus(status), status)}
 
@@ -98,6 +127,7 @@ def event_view(event: dict[str, Any]) -> dict[str, Any]:
         "p": payload,
     }
     kind = event["kind"]
+    view["label"] = tool_label(payload.get("tool"))
     if kind == EventKind.RUN_STARTED:
         understood = _dict(payload.get("understood"))
         view["understood"] = understood
@@ -105,6 +135,9 @@ def event_view(event: dict[str, Any]) -> dict[str, Any]:
             _when(understood.get("start_at")),
             _when(understood.get("end_at")),
         )
+    elif kind == EventKind.MODEL_STEP:
+        proposals = payload.get("proposals")
+        view["proposals"] = [_proposal_view(p) for p in proposals] if isinstance(proposals, list) else []
     elif kind == EventKind.GATE:
         view["decision"] = _label(DECISION_LABELS, payload.get("decision"))
         view["check"] = _label(CHECK_LABELS, payload.get("check"))

@@ -1,5 +1,6 @@
 """The run card's fragments: every kind of trace event renders, in English and in Chinese, with
-the facts the page needs (the booking code, rooms with versions, the gate's reason)."""
+the facts the page needs (the booking code, the rooms found, why a call was refused), in a
+person's words: no tool name, schedule version or engine term reaches an employee's card."""
 
 from __future__ import annotations
 
@@ -98,14 +99,56 @@ def test_the_card_line_of_a_chinese_page_speaks_chinese():
     assert "已拒绝" in lines[EventKind.APPROVAL_DECIDED]
 
 
-def test_results_show_rooms_with_versions_and_receipts_with_the_booking_code():
+def test_results_show_rooms_with_their_seats_and_receipts_with_the_booking_code():
     found = event_fragment(event(EventKind.EXECUTION_FINISHED), run_id="found", language="en")
     checked = event_fragment(event(EventKind.RECONCILE_LOOKUP), run_id="checked", language="en")
 
     assert 'data-room="R7"' in found
-    assert "version 3" in found
+    assert "4 seats" in found
+    assert "looking for free rooms" in found
     assert 'data-booking="B204"' in checked
     assert "it was done" in checked
+
+
+ENGINE_WORDS = (
+    "reserve_room",
+    "find_available_rooms",
+    "cancel_booking",
+    "version",
+    "Gate",
+    "gate",
+    "<code>",
+    "proposes",
+    "Proposes",
+)
+
+
+@pytest.mark.parametrize("language", ["en", "zh-hans"])
+def test_no_card_line_shows_a_tool_name_a_version_or_the_gate(language):
+    for kind in EventKind:
+        html = event_fragment(event(kind, seq=11), run_id=f"words-{language}", language=language)
+        line = html.split('<li class="run-event"', 1)[1].split(">", 1)[1].split("</li>", 1)[0]
+        shown = [word for word in ENGINE_WORDS if word in line]
+        assert not shown, f"{kind} ({language}) shows {shown}: {line}"
+
+
+def test_each_call_is_named_in_words_and_a_tool_the_card_does_not_know_is_a_step():
+    step = event_fragment(event(EventKind.MODEL_STEP), run_id="step", language="en")
+    started = event_fragment(event(EventKind.EXECUTION_STARTED), run_id="started", language="en")
+    gateway = {
+        "seq": 5,
+        "kind": EventKind.EXECUTION_STARTED,
+        "at": AT,
+        "action_id": "",
+        "payload": {"tool": "weather.forecast", "attempt": 1},
+    }
+    other = event_fragment(gateway, run_id="other", language="en")
+    chinese = event_fragment(event(EventKind.GATE), run_id="gate-zh", language="zh-hans")
+
+    assert "Next</strong>" in step and "booking the room R7" in step
+    assert "booking the room" in started and "attempt 2" in started
+    assert "a step" in other and "weather.forecast" not in other
+    assert "预订会议室" in chinese
 
 
 def test_the_status_after_an_event_follows_the_run():
