@@ -177,7 +177,15 @@ def room_week(request: AuthedRequest, code: str) -> HttpResponse:
         when, filters = timezone.localdate(), schedule.Filters()
     rows = schedule.schedule_room_week(user=request.user, room=room, first=when)
     context = _grid_context(request, form=form, day=when, rows=rows, error=None, filters=filters)
-    context |= {"mode": "week", "room": room, "topic": f"room={room.code}"}
+    context |= {
+        "mode": "week",
+        "room": room,
+        "topic": f"room={room.code}",
+        # Said once above the week, not on every day's row.
+        "room_approval": schedule.room_approval(
+            room=room, user_department=request.user.department
+        ),
+    }
     return render(request, _grid_template(request), context)
 
 
@@ -239,7 +247,10 @@ def change(request: AuthedRequest, code: str) -> HttpResponse:
         context = {"error": error, "code": code} | _alternatives(request, error, asked)
         return _refused(request, "bookings/change.html#outcome", context)
     if htmx_swap(request):
-        return render(request, "bookings/change.html#outcome", {"done": done})
+        # The page stays: its "Now:" line shows the booking as changed, and the next change is
+        # a new write with a key of its own (the one just used would replay this one).
+        context = {"done": done, "idempotency_key": uuid.uuid4()}
+        return render(request, "bookings/change.html#outcome", context)
     if done.kind == "pending":
         messages.info(
             request,

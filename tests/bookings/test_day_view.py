@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -121,6 +122,18 @@ def test_the_room_week_shows_seven_days(as_e17):
     assert as_e17.get(reverse("bookings:room_week", args=["R404"])).status_code == 404
 
 
+def test_a_room_week_says_once_above_the_days_that_the_room_needs_approval_and_why(as_e17):
+    sales = as_e17.get(reverse("bookings:room_week", args=["R12"])).text
+    own = as_e17.get(reverse("bookings:room_week", args=["R7"])).text
+
+    assert sales.count("data-room-approval") == 1
+    assert sales.count("needs approval") == 1  # not again on each of the seven days
+    note = sales.split("data-room-approval", 1)[1].split("</p>", 1)[0]
+    assert "Sales" in note and "Nothing is booked until an approver agrees." in note
+    assert "4 seats" in sales and "whiteboard" in sales.split("room-facts", 1)[1].split("</p>")[0]
+    assert "data-room-approval" not in own and "needs approval" not in own
+
+
 def test_cancel_from_my_bookings_is_an_action_with_its_trace(as_e17, e17):
     booking = reserve(e17)
     response = as_e17.post(
@@ -159,3 +172,37 @@ def test_the_change_screen_moves_the_booking_and_keeps_its_code(as_e17, e17):
     assert (moved.code, moved.room.code, moved.title) == (booking.code, "R9", "Moved")
     mine = as_e17.get(reverse("bookings:mine")).text
     assert "Moved" in mine and "run detail" not in mine
+
+
+def test_after_a_change_the_screen_shows_the_new_time_and_a_second_change_is_its_own(as_e17, e17):
+    """The page stays after an htmx save: its "Now:" line is swapped for the changed booking,
+    and the form gets a new key, so changing again is a second write, not a replay of the first."""
+    booking = reserve(e17)
+    page = as_e17.get(reverse("bookings:change_form", args=[booking.code])).text
+    first_key = re.search(r'name="idempotency_key" value="([^"]+)"', page).group(1)
+    start, _ = slot(days=1, hour=16)
+    fields = {
+        "room": "R9",
+        "date": start.date().isoformat(),
+        "start": "16:00",
+        "end": "17:00",
+        "attendees": 2,
+        "title": "Moved",
+    }
+    url = reverse("bookings:change", args=[booking.code])
+    response = as_e17.post(url, fields | {"idempotency_key": first_key}, **HTMX).text
+
+    now = re.search(r'<span id="change-now" hx-swap-oob="true">(.*?)</span>', response, re.S)
+    assert now and "R9" in now.group(1) and "16:00" in now.group(1)
+    second_key = re.search(
+        r'<input type="hidden" name="idempotency_key" value="([^"]+)" id="id_idempotency_key"'
+        r' hx-swap-oob="true">',
+        response,
+    ).group(1)
+    assert second_key != first_key
+
+    fields |= {"start": "17:00", "end": "18:00"}
+    again = as_e17.post(url, fields | {"idempotency_key": second_key}, **HTMX).text
+    assert f'data-changed="{booking.code}"' in again
+    moved = Booking.objects.get()
+    assert (moved.room.code, moved.start_at) == ("R9", slot(days=1, hour=17)[0])

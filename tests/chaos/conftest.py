@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import random
+import signal
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -25,7 +26,7 @@ SETTLE_TIMEOUT = float(os.environ.get("CHAOS_SETTLE_TIMEOUT", "90"))
 # The workers of these tests take work nobody does for this long as lost (production: 20 s).
 STALE_AFTER_S = "3"
 # Lines of each process's log a failed chaos test prints.
-LOG_TAIL_LINES = 80
+LOG_TAIL_LINES = 300
 
 _figures: dict[str, Any] = {}
 
@@ -127,13 +128,22 @@ def _write_figures():
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item, call):
-    """A failed chaos test shows the end of every process's log: CI keeps only the output."""
+    """A failed chaos test shows the end of every process's log, after asking each worker that is
+    still alive for the stacks of its threads (Celery logs them on SIGUSR1): CI keeps only the
+    output. Beat's "Sending due task" lines are left out."""
     report = yield
     stack = getattr(item, "funcargs", {}).get("stack")
     if report.failed and call.when == "call" and isinstance(stack, Stack):
+        asked = [p for p in stack.procs.values() if p.poll() is None]
+        for proc in asked:
+            with contextlib.suppress(OSError):
+                os.kill(proc.pid, signal.SIGUSR1)
+        if asked:
+            time.sleep(2)
         for log in sorted(stack.logs.glob("*.log")):
-            tail = log.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
-            report.sections.append((f"chaos log {log.name}", "\n".join(tail)))
+            lines = log.read_text(errors="replace").splitlines()
+            kept = [line for line in lines if "Sending due task" not in line]
+            report.sections.append((f"chaos log {log.name}", "\n".join(kept[-LOG_TAIL_LINES:])))
     return report
 
 
