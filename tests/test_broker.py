@@ -1,9 +1,13 @@
-"""The broker transport (config/broker.py): a worker that lost Redis closes its connection a
-second time after the transport was detached from it. kombu's own channel raises
-AttributeError there, which stopped the worker for good (tests/chaos, a Redis restart); ours
-closes, and the unacknowledged message stays in Redis for the visibility timeout to restore."""
+"""The broker transport (config/broker.py): after a worker lost Redis, the channel of the
+collected connection is used again, to close it a second time and to acknowledge a task that
+finished during the outage. kombu's own channel raises AttributeError there, which stopped the
+worker for good (tests/chaos, a Redis restart); ours raises a connection error, which kombu and
+Celery handle, and the unacknowledged message stays in Redis for the visibility timeout."""
 
 from __future__ import annotations
+
+import logging
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -13,10 +17,10 @@ from kombu.transport import redis as kombu_redis
 from config.celery import app
 
 
-def _detached_connection(transport: str | None) -> tuple[Connection, str]:
+def _detached_connection(transport: str | None) -> tuple[Connection, str, Any]:
     """A connection with one message delivered and not acknowledged, then half closed the way
-    Celery collects a connection whose broker went away: the transport loses its client while
-    the channel is still open."""
+    Celery collects a connection whose broker went away: the channel's pools are let go and the
+    transport loses its client, while the channel stays open."""
     conn = Connection(settings.CELERY_BROKER_URL, transport=transport)
     channel = conn.default_channel
     tag = f"test-broker-{id(conn)}"
@@ -30,24 +34,29 @@ def _detached_connection(transport: str | None) -> tuple[Connection, str]:
     )
     message = channel.message_to_python(payload)
     channel.qos.append(message, tag)
+    channel._disconnect_pools()
     conn._do_close_transport()
-    return conn, tag
+    return conn, tag, message
 
 
 def test_kombus_own_channel_raises_on_that_second_close():
     """The fault this transport exists for, still in the kombu this project installs: when a
     kombu release fixes it, this test says so and config/broker.py can go."""
-    conn, tag = _detached_connection(None)
+    conn, tag, message = _detached_connection(None)
     try:
+        with pytest.raises(AttributeError):
+            message.ack_log_error(logging.getLogger(__name__), conn.connection_errors)
         with pytest.raises(AttributeError):
             conn.close()
     finally:
         _forget(tag)
 
 
-def test_our_channel_closes_and_leaves_the_message_to_be_restored():
-    conn, tag = _detached_connection(settings.CELERY_BROKER_TRANSPORT)
+def test_our_channel_acknowledges_as_not_made_closes_and_leaves_the_message_to_be_restored(caplog):
+    conn, tag, message = _detached_connection(settings.CELERY_BROKER_TRANSPORT)
     try:
+        message.ack_log_error(logging.getLogger("test_broker"), conn.connection_errors)
+        assert "Couldn't ack" in caplog.text  # what Celery logs for any lost broker
         conn.close()  # no exception
         assert conn.connected is False
         unacked = _redis().hget(kombu_redis.Channel.unacked_key, tag)
