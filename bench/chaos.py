@@ -8,7 +8,8 @@ CHAOS_TRIALS trials each (default here 3), and sums what their invariant checks 
     DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/chaos.py [--trials 3] [--seed N]
         [--total-trials 1000] [--load 2]
 
-``--total-trials N`` spreads at least N trials over the chaos tests (each gets the same number);
+``--total-trials N`` spreads at least N trials over the chaos tests that make trials (each gets
+the same number);
 ``--load K`` keeps K other processes busy on the CPU for the whole run (a loaded machine, as
 CI's may be), started before the first test and stopped after the last.
 
@@ -53,15 +54,25 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _chaos_tests() -> int:
-    """How many tests are marked chaos (each runs --trials trials)."""
+    """How many chaos tests make trials (those that take the `chaos` fixture): --total-trials
+    is spread over them, not over the ones that check a single outage."""
     listed = subprocess.run(
-        [sys.executable, "-m", "pytest", "-m", "chaos", "tests/chaos", "-q", "--collect-only"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            "chaos",
+            "tests/chaos",
+            "-q",
+            "--fixtures-per-test",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
         check=False,
     )
-    return max(1, sum(1 for line in listed.stdout.splitlines() if "::" in line))
+    return max(1, sum(1 for line in listed.stdout.splitlines() if line.startswith("chaos -- ")))
 
 
 def _run(args: argparse.Namespace) -> int:

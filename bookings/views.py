@@ -182,9 +182,7 @@ def room_week(request: AuthedRequest, code: str) -> HttpResponse:
         "room": room,
         "topic": f"room={room.code}",
         # Said once above the week, not on every day's row.
-        "room_approval": schedule.room_approval(
-            room=room, user_department=request.user.department
-        ),
+        "room_approval": schedule.room_approval(room=room, user_department=request.user.department),
     }
     return render(request, _grid_template(request), context)
 

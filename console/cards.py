@@ -137,7 +137,9 @@ def event_view(event: dict[str, Any]) -> dict[str, Any]:
         )
     elif kind == EventKind.MODEL_STEP:
         proposals = payload.get("proposals")
-        view["proposals"] = [_proposal_view(p) for p in proposals] if isinstance(proposals, list) else []
+        view["proposals"] = (
+            [_proposal_view(p) for p in proposals] if isinstance(proposals, list) else []
+        )
     elif kind == EventKind.GATE:
         view["decision"] = _label(DECISION_LABELS, payload.get("decision"))
         view["check"] = _label(CHECK_LABELS, payload.get("check"))

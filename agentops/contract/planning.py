@@ -132,8 +132,17 @@ class Assistant(Protocol):
         """The offline planner for this domain."""
         ...
 
-    def reply(self, kind: ReplyKind, *, language: str, detail: str = "") -> str:
-        """A reply to the person, in their language."""
+    def reply(
+        self,
+        kind: ReplyKind,
+        *,
+        language: str,
+        detail: str = "",
+        writes: frozenset[str] = frozenset(),
+    ) -> str:
+        """A reply to the person, in their language. ``writes``: the write tools the request
+        allowed (NOTHING_DONE says what was not done: a move that failed booked nothing new,
+        it changed nothing)."""
         ...
 
     def language_of(self, text: str) -> str:

@@ -48,7 +48,10 @@ class RateLimiter:
             try:
                 count, _ = pipe.execute()
                 break
-            except RedisError as exc:
+            # redis-py can also fail with OSError or ValueError ("I/O operation on closed file")
+            # when a pooled connection breaks mid-handshake (seen in tests/chaos with workers
+            # killed): the same outage, asked again.
+            except (RedisError, OSError, ValueError) as exc:
                 if pause is None:
                     raise LimiterUnavailableError from exc
                 time.sleep(pause)

@@ -103,7 +103,9 @@ def finish_with_verification(
     # A model that says it is done when nothing confirmed is not repeated ("Nothing was booked.
     # I booked it!"): only what it says when it gives up or asks goes into the reply.
     said = step.message if step.outcome != StepOutcome.DONE else ""
-    nothing_done = assistant.reply(ReplyKind.NOTHING_DONE, language=run.language, detail=said)
+    nothing_done = assistant.reply(
+        ReplyKind.NOTHING_DONE, language=run.language, detail=said, writes=_writes(delegation)
+    )
     complete = step.outcome == StepOutcome.DONE and not _missing(delegation, writes)
     if problems:
         outcome = RunOutcome.VERIFICATION_FAILED
@@ -120,6 +122,12 @@ def finish_with_verification(
         # answer of a read-only request is the planner's own words.
         reply = nothing_done if wanted_write or not step.message.strip() else step.message
         run_end(run, RunStatus.FAILED, outcome=_STEP_OUTCOME[step.outcome], reply=reply)
+
+
+def _writes(delegation: Delegation) -> frozenset[str]:
+    """The write tools the request allowed (the reply says which kind of thing was not done)."""
+    specs = (registry.get(name) for name in delegation.tools)
+    return frozenset(s.name for s in specs if s is not None and not s.meta.readonly)
 
 
 def _missing(delegation: Delegation, writes: Iterable[Action]) -> set[str]:
@@ -141,5 +149,8 @@ def finish_unverified(run: AgentRun, outcome: RunOutcome) -> None:
     the way are undone first: runtime.saga)."""
     assistant = registry.assistant()
     stopped = assistant.reply(ReplyKind.STOPPED, language=run.language, detail=outcome.value)
-    reply = assistant.reply(ReplyKind.NOTHING_DONE, language=run.language, detail=stopped)
+    writes = _writes(Delegation.from_json(run.delegation))
+    reply = assistant.reply(
+        ReplyKind.NOTHING_DONE, language=run.language, detail=stopped, writes=writes
+    )
     run_end(run, RunStatus.FAILED, outcome=outcome, reply=reply)

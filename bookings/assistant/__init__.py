@@ -183,8 +183,15 @@ class BookingAssistant:
     def planner(self) -> Planner:
         return RulesPlanner()
 
-    def reply(self, kind: ReplyKind, *, language: str, detail: str = "") -> str:
-        return replies.reply(kind, language=language, detail=detail)
+    def reply(
+        self,
+        kind: ReplyKind,
+        *,
+        language: str,
+        detail: str = "",
+        writes: frozenset[str] = frozenset(),
+    ) -> str:
+        return replies.reply(kind, language=language, detail=detail, writes=writes)
 
     def model_instructions(self) -> list[str]:
         return [

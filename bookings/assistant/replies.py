@@ -244,12 +244,30 @@ _ROLLBACK = {
 }
 
 
-def reply(kind: ReplyKind, *, language: str, detail: str = "") -> str:
+# What was not done, by the write the request allowed: a failed move or cancel booked nothing,
+# but that is not what the person asked about.
+_NOT_DONE = {
+    "change_booking": lambda: _("Nothing was changed; the booking is as it was."),
+    "cancel_booking": lambda: _("The booking was not cancelled."),
+    "cancel_series": lambda: _("The series was not cancelled."),
+}
+
+
+def _not_done(writes: frozenset[str]) -> str:
+    openings = {
+        _NOT_DONE[tool]() if tool in _NOT_DONE else _("Nothing was booked.") for tool in writes
+    }
+    return openings.pop() if len(openings) == 1 else _("Nothing was booked.")
+
+
+def reply(
+    kind: ReplyKind, *, language: str, detail: str = "", writes: frozenset[str] = frozenset()
+) -> str:
     with in_language(language):
         if kind == ReplyKind.NOTHING_DONE:
             if is_question(detail):  # a question asks; it does not open with what was not done
                 return detail.strip()
-            return sentences(_("Nothing was booked."), detail.strip())
+            return sentences(_not_done(writes), detail.strip())
         if kind == ReplyKind.CANCELLED:
             if detail:  # what became of the run's bookings, from the verified state
                 return _("Cancelled; %(outcome)s") % {"outcome": detail}

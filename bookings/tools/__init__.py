@@ -170,6 +170,7 @@ TOOLS = [
         environment_version=adapters.change_environment_version,
         policy_facts=adapters.change_policy_facts,
         summarize=adapters.change_summarize,
+        not_done=adapters.CHANGE_NOT_DONE,
     ),
     ToolSpec(
         name="get_booking",

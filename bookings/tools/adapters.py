@@ -292,6 +292,7 @@ def change_summarize(receipt: dict[str, Any], language: str) -> str:
 BOOKING_ROLES = frozenset({Role.EMPLOYEE, Role.APPROVER, Role.ADMIN})
 RESERVE_NOT_DONE = Message(gettext_noop("Nothing was booked."))
 CANCEL_NOT_DONE = Message(gettext_noop("The booking was not cancelled."))
+CHANGE_NOT_DONE = Message(gettext_noop("Nothing was changed; the booking is as it was."))
 
 
 def _span(start: Any, end: Any) -> dict[str, list[str]]:

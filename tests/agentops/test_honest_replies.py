@@ -257,6 +257,32 @@ def test_moving_a_booking_names_it_and_changes_it_through_change_booking(worker,
     assert run.reply.startswith(f"Moved booking {booking.code} to R7 on ")
 
 
+@pytest.mark.parametrize(
+    ("text", "opening"),
+    [
+        ("move my 10:00 meeting tomorrow to R7", "Nothing was changed; the booking is as it was."),
+        ("把明天上午10点的会议改到R7", "没有做任何更改，预订保持原样。"),
+    ],
+)
+def test_a_move_into_a_taken_room_says_nothing_was_changed_not_booked(
+    worker, e17, e23, text, opening
+):
+    """The move was allowed and did not happen: the reply says what the person asked about
+    (the booking is unchanged), not that nothing was booked."""
+    start, end = tomorrow(10)
+    booking = booking_create(requester=e17, room="R9", start_at=start, end_at=end)
+    booking_create(requester=e23, room="R7", start_at=start, end_at=end)
+    before = state()
+    run = ask(e17, text)
+
+    assert run.status == "failed", run.reply
+    assert run.reply.startswith(opening), run.reply
+    assert "Nothing was booked" not in run.reply and "没有预订" not in run.reply
+    assert state() == before
+    booking.refresh_from_db()
+    assert booking.room.code == "R9"
+
+
 def test_moving_a_booking_to_where_it_already_is_asks_and_changes_nothing(worker, e17):
     start, end = tomorrow(10)
     booking_create(requester=e17, room="R9", start_at=start, end_at=end)
