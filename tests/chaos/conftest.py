@@ -30,6 +30,19 @@ LOG_TAIL_LINES = 300
 
 _figures: dict[str, Any] = {}
 
+# Trials book from day `base` to this day ahead, then on the same days again an hour later (and
+# so on): no slot of a trial meets an earlier trial's, and none is refused as too far ahead
+# (BOOKING_HORIZON_DAYS, 90). A soak makes a hundred trials or more per test; before this, every
+# trial past day 90 failed as a lost booking.
+LAST_TRIAL_DAY = 85
+
+
+def trial_when(n: int, base: int) -> tuple[int, int]:
+    """The day (from today) and the hour shift of trial ``n`` of a test whose trials start on
+    day ``base``."""
+    span = LAST_TRIAL_DAY - base + 1
+    return base + n % span, n // span
+
 
 @dataclass
 class Chaos:

@@ -23,7 +23,12 @@ from agentops.models import Action, AgentRun, TraceEvent
 from agentops.runtime import queue
 from agentops.runtime.runs import run_start
 from bookings.models import Booking
-from tests.chaos.conftest import age_unowned_work, release_all_faults, settle_and_check
+from tests.chaos.conftest import (
+    age_unowned_work,
+    release_all_faults,
+    settle_and_check,
+    trial_when,
+)
 from tests.chaos.stack import pg_terminate_others, redis_restart, redis_restartable, wait_for
 from tests.conftest import slot
 
@@ -50,9 +55,12 @@ class Trial:
     def __init__(
         self, n: int, bookers: list[Any], faults: list[dict] | None = None, every_run: bool = False
     ) -> None:
-        day = 3 + n
+        day, shift = trial_when(n, 3)
+        # Two hours apart, so one shift later (the next pass over the days) meets none of them.
+        assert shift < 2, f"trial {n}: more trials than the days and hours of this test hold"
         self.runs, self.expect = [], {}
-        for i, (user, hour) in enumerate(zip(bookers, (9, 11, 13), strict=True)):
+        hours = (9 + shift, 11 + shift, 13 + shift)
+        for i, (user, hour) in enumerate(zip(bookers, hours, strict=True)):
             start, end = slot(days=day, hour=hour)
             run = run_start(
                 user=user,
@@ -61,7 +69,7 @@ class Trial:
             )
             self.runs.append(run)
             self.expect[run.pk] = "succeeded"
-        start, end = slot(days=day, hour=16)
+        start, end = slot(days=day, hour=16 + shift)
         self.pair = [
             run_start(user=user, request_text=booking_request(start, end, room="R7"))
             for user in bookers[:2]
@@ -329,9 +337,11 @@ def test_two_sweepers_at_once(stack, chaos, bookers):
 # --- an approval expiring while its action is queued ----------------------------------------------
 
 
-def r16_run(requester: Any, *, days: int) -> AgentRun:
-    """A run asking for the premium room R16, which needs an approval."""
-    start, end = slot(days=days, hour=10)
+def r16_run(requester: Any, *, n: int, base: int) -> AgentRun:
+    """A run asking for the premium room R16, which needs an approval (trial ``n`` of a test
+    whose trials start on day ``base``)."""
+    days, shift = trial_when(n, base)
+    start, end = slot(days=days, hour=10 + shift)
     return run_start(
         user=requester,
         request_text=f"book R16 on {start:%Y-%m-%d} {start:%H:%M}-{end:%H:%M} for 3 people",
@@ -362,7 +372,7 @@ def test_approval_expiring_while_its_action_is_queued(stack, chaos, bookers, set
     stack.worker("w", beat=True)
     stack.wait_ready("w")
     for n in range(chaos.trials):
-        run = r16_run(requester, days=20 + n)
+        run = r16_run(requester, n=n, base=20)
         request = pending_request(run)
         queued = n % 2 == 0
         if queued:  # the approved action waits in the queue until its approval has expired
@@ -423,7 +433,7 @@ def test_a_decision_whose_message_was_lost_still_resumes_the_run(stack, chaos, b
     stack.worker("w", beat=True)
     stack.wait_ready("w")
     for n in range(chaos.trials):
-        run = r16_run(requester, days=50 + n)
+        run = r16_run(requester, n=n, base=50)
         request = pending_request(run)
         stack.stop("w")
         approve = chaos.rng.random() < 0.5

@@ -20,6 +20,7 @@ from agentops.models import AgentRun
 from bookings.models import Booking, Room
 from config.devservers import free_port
 from tests.accounts.factories import user_create
+from tests.chaos.conftest import trial_when
 from tests.chaos.test_faults import booking_request
 from tests.conftest import slot
 
@@ -87,13 +88,13 @@ def test_two_webs_and_two_workers_keep_the_invariants(stack, chaos, bookers):
     stack.wait_ready("wa")
     stack.wait_ready("wb")
     for n in range(chaos.trials):
-        day = 30 + n
+        day, shift = trial_when(n, 30)
         calls = []
         for i, token in enumerate(tokens):
-            start, end = slot(days=day, hour=8 + i)
+            start, end = slot(days=day, hour=8 + i + shift)
             body = {"request": booking_request(start, end)}
             calls.append((ports[i % 2], token, "/api/runs", body))
-        start, end = slot(days=day, hour=17)
+        start, end = slot(days=day, hour=17 + shift)
         race = {
             "room_id": "R9",
             "start_at": start.isoformat(),
@@ -103,7 +104,7 @@ def test_two_webs_and_two_workers_keep_the_invariants(stack, chaos, bookers):
         }
         for i, token in enumerate(tokens[:4]):
             calls.append((ports[i % 2], token, "/api/tools/reserve_room", race))
-        start, end = slot(days=day, hour=19)
+        start, end = slot(days=day, hour=19 + shift)
         retried = race | {"room_id": "R5", "start_at": start.isoformat(), "end_at": end.isoformat()}
         retried["expected_version"] = Room.objects.get(code="R5").schedule_version
         # the same request retried on the other server, with the same key
