@@ -89,11 +89,13 @@ bench-chaos: venv
 	$(PY) -m config.devservers exec --var var/bench-chaos --fresh --fast -- $(PY) bench/chaos.py
 
 # Not part of CI: at least 1,000 seeded chaos trials over every fault the suite knows, with two
-# more processes keeping the CPU busy; prints the invariants (all must be 0) as JSON.
+# more processes keeping the CPU busy; prints the invariants (all must be 0) as JSON, keeps them
+# in bench/soak.json and puts them in bench/REPORT.md's soak section.
 SOAK_TRIALS ?= 1000
 SOAK_LOAD ?= 2
 soak: venv
-	$(PY) -m config.devservers exec --var var/soak --fresh --fast -- $(PY) bench/chaos.py --total-trials $(SOAK_TRIALS) --load $(SOAK_LOAD)
+	$(PY) -m config.devservers exec --var var/soak --fresh --fast -- $(PY) bench/chaos.py --total-trials $(SOAK_TRIALS) --load $(SOAK_LOAD) --out bench/soak.json; \
+	status=$$?; $(PY) bench/report.py --soak; exit $$status
 
 bench-profile: venv
 	$(PY) -m config.devservers exec --var var/bench-profile --fresh --fast -- $(PY) bench/profile_run.py

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", default=os.environ.get("CHAOS_SEED", ""))
     parser.add_argument("--total-trials", type=int, default=0)
     parser.add_argument("--load", type=int, default=0)
+    parser.add_argument("--out", default="", help="also write the JSON here (make soak)")
     args = parser.parse_args(argv)
     if args.total_trials:
         args.trials = max(args.trials, -(-args.total_trials // _chaos_tests()))
@@ -109,6 +111,8 @@ def _run(args: argparse.Namespace) -> int:
             totals[key] += int(figures.get(key, 0))
     report = {
         "benchmark": "chaos",
+        "recorded_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "commit": _commit(),
         "tests": len(per_test),
         "pytest_exit_code": result.returncode,
         "seconds": round(seconds, 1),
@@ -118,8 +122,21 @@ def _run(args: argparse.Namespace) -> int:
         "load_processes": args.load,
         "per_test": per_test,
     }
-    print(json.dumps(report, indent=2, sort_keys=False))
+    text = json.dumps(report, indent=2, sort_keys=False)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text + "\n")
     return 1 if result.returncode or report["violations"] or not per_test else 0
+
+
+def _commit() -> str:
+    git = shutil.which("git")
+    if git is None:
+        return "?"
+    done = subprocess.run(
+        [git, "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    return done.stdout.strip() or "?"
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ and the machine: cores, memory, load, Python, PostgreSQL and Redis versions.
     BENCH_ONLY=load,chaos make bench             # some of them
     BENCH_NOTE="shared with 7 other jobs" make bench
     .venv/bin/python bench/report.py --markdown  # the table again, from var/bench/report.json
+    .venv/bin/python bench/report.py --soak      # only the soak section, from bench/soak.json
 
 Writes var/bench/report.json and bench/REPORT.md (committed; the README links it). Exits 1 if
 any benchmark failed.
@@ -34,6 +35,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 REPORT_JSON = ROOT / "var" / "bench" / "report.json"
 REPORT_MD = ROOT / "bench" / "REPORT.md"
+# `make soak` writes its figures here (committed): the report keeps a section for them, since a
+# soak runs for an hour and is not part of `make bench`.
+SOAK_JSON = ROOT / "bench" / "soak.json"
+SOAK_HEADING = "## Soak (`make soak`)"
+SOAK_VIOLATIONS = (
+    ("duplicates", "duplicates"),
+    ("lost bookings", "lost_bookings"),
+    ("runs left hanging", "hanging"),
+    ("overlaps", "overlaps"),
+    ("receipt errors", "receipts"),
+    ("trace gaps", "trace_gaps"),
+)
 
 
 @dataclass(frozen=True)
@@ -248,13 +261,55 @@ def markdown(report: dict[str, Any]) -> str:
         for i, (label, value) in enumerate(headline(bench, result["figures"])):
             first = f"{name} ({result['seconds']} s)" if i == 0 else ""
             lines.append(f"| {first} | {label} | {value} |")
+    return "\n".join(lines) + "\n" + soak_markdown()
+
+
+def soak_markdown() -> str:
+    """The soak's section: its trials, runs and every invariant count, and per test its seed,
+    trials and seconds (empty when no soak was recorded)."""
+    if not SOAK_JSON.exists():
+        return ""
+    soak = json.loads(SOAK_JSON.read_text())
+    lines = [
+        "",
+        SOAK_HEADING,
+        "",
+        f"Recorded {soak.get('recorded_at', '?')} at commit `{soak.get('commit', '?')}`: "
+        f"{soak['trials']} seeded trials over {soak['tests']} chaos tests "
+        f"({soak['trials_per_test']} each), {soak['load_processes']} more processes keeping the "
+        f"CPU busy, {soak['seconds']} s; pytest exit code {soak['pytest_exit_code']}.",
+        "",
+        "| invariant | count |",
+        "|---|---|",
+        f"| trials / runs | {soak['trials']} / {soak['runs']} |",
+        *(f"| {label} | {soak.get(key, 0)} |" for label, key in SOAK_VIOLATIONS),
+        "",
+        "| test | seed | trials | runs | seconds |",
+        "|---|---|---|---|---|",
+    ]
+    for name, figures in sorted(soak.get("per_test", {}).items()):
+        lines.append(
+            f"| {name} | {figures.get('seed')} | {figures.get('trials', 0)} | "
+            f"{figures.get('runs', 0)} | {figures.get('seconds', '')} |"
+        )
     return "\n".join(lines) + "\n"
+
+
+def soak_section_rewrite() -> None:
+    """REPORT.md with its soak section replaced by bench/soak.json's (the table above kept)."""
+    text = REPORT_MD.read_text() if REPORT_MD.exists() else ""
+    table = text.split("\n" + SOAK_HEADING, 1)[0].rstrip("\n") + "\n"
+    REPORT_MD.write_text(table + soak_markdown())
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--markdown", action="store_true", help="rewrite REPORT.md only")
+    parser.add_argument("--soak", action="store_true", help="rewrite REPORT.md's soak section")
     args = parser.parse_args(argv)
+    if args.soak:
+        soak_section_rewrite()
+        return 0
     if args.markdown:
         REPORT_MD.write_text(markdown(json.loads(REPORT_JSON.read_text())))
         return 0
