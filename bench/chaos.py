@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+CHAOS_PYTEST = (sys.executable, "-m", "pytest", "-m", "chaos", "tests/chaos", "-q")
 VIOLATIONS = ("duplicates", "lost_bookings", "hanging", "overlaps", "receipts", "trace_gaps")
 
 
@@ -59,16 +60,7 @@ def _chaos_tests() -> int:
     """How many chaos tests make trials (those that take the `chaos` fixture): --total-trials
     is spread over them, not over the ones that check a single outage."""
     listed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-m",
-            "chaos",
-            "tests/chaos",
-            "-q",
-            "--fixtures-per-test",
-        ],
+        [*CHAOS_PYTEST, "--fixtures-per-test"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -86,17 +78,7 @@ def _run(args: argparse.Namespace) -> int:
             env["CHAOS_SEED"] = str(args.seed)
         started = time.monotonic()
         result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-m",
-                "chaos",
-                "tests/chaos",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-            ],
+            [*CHAOS_PYTEST, "-p", "no:cacheprovider"],
             cwd=ROOT,
             env=env,
             stdout=sys.stderr,  # the pytest output is progress; stdout is the JSON
