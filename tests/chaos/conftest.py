@@ -147,7 +147,8 @@ def pytest_runtest_makereport(item, call):
     report = yield
     stack = getattr(item, "funcargs", {}).get("stack")
     if report.failed and call.when == "call" and isinstance(stack, Stack):
-        asked = [p for p in stack.procs.values() if p.poll() is None]
+        # Only workers: SIGUSR1 would end a web server (uvicorn has no handler for it).
+        asked = [p for p in stack.procs.values() if p.poll() is None and "celery" in p.args]
         for proc in asked:
             with contextlib.suppress(OSError):
                 os.kill(proc.pid, signal.SIGUSR1)
