@@ -321,6 +321,35 @@ class IdempotencyRecord(models.Model):
         return self.key
 
 
+class McpHandleKind(models.TextChoices):
+    STATE = "state"  # the single-use nonce inside a sealed requestState
+    TASK = "task"  # a task id (the Tasks extension)
+
+
+class McpHandle(models.Model):
+    """What a 2026-07-28 MCP client holds while one of its calls waits for an approver: the
+    nonce of a requestState (used once) or a task id. Bound to the subject and the action, and
+    kept here so that any web process answers the client's next request."""
+
+    digest = models.CharField(max_length=64, primary_key=True)  # sha256 of the opaque value
+    kind = models.CharField(max_length=8, choices=McpHandleKind.choices)
+    subject = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    action = models.ForeignKey(Action, on_delete=models.CASCADE, related_name="mcp_handles")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = gettext_lazy("MCP handle")
+        verbose_name_plural = gettext_lazy("MCP handles")
+        indexes = [models.Index(fields=["expires_at"], name="mcp_handle_expiry")]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.digest[:12]}"
+
+
 class DrillStatus(models.TextChoices):
     QUEUED = "queued", gettext_lazy("Queued")
     RUNNING = "running", gettext_lazy("Running")

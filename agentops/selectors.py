@@ -6,7 +6,7 @@ pinned by ``tests/agentops/test_door.py``.
   ``run_get_for_viewer``, ``run_list_for_user``, ``run_story`` (an admin's whole story),
   ``runs_rollback_pending``; the live group of a run: ``run_group``.
 - Tools: ``tool_get``, ``tools_all``, ``tools_visible_to`` (by roles), and the MCP view of them
-  (``mcp_user``, ``mcp_tools``, ``mcp_tool_names``).
+  (``mcp_user``, ``mcp_tools``, ``mcp_tool_names``), and a 2026-07-28 client's task (``mcp_task_get``).
 - Approvals: ``approval_recheck`` (what stands in a waiting action's way now) and
   ``approval_outcomes`` (what became of approved actions), installed as approvals' hooks.
 - The operators' queue: ``actions_needing_human`` (+ count), its live group ``QUEUE_GROUP``, ``rollbacks_pending_count``,
@@ -53,6 +53,7 @@ from agentops.runtime.auditlog import (
 from agentops.runtime.circuit import circuits_open as tools_paused
 from agentops.runtime.drills import drill_get, drill_latest
 from agentops.runtime.mcp_sessions import mcp_tool_names, mcp_tools, mcp_user
+from agentops.runtime.mcp_waits import task_get as mcp_task_get
 from agentops.runtime.operator_queue import (
     UnclearWrite,
     actions_needing_human,
@@ -98,6 +99,7 @@ __all__ = [
     "drill_get",
     "drill_latest",
     "may_reconcile",
+    "mcp_task_get",
     "mcp_tool_names",
     "mcp_tools",
     "mcp_user",

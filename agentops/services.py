@@ -8,7 +8,9 @@ to them is a decision, not an accident.
 - Runs: ``run_start`` (an assistant run from a person's request), ``run_cancel``.
 - A governed tool call of any channel (JSON API, booking screens through the contract's
   governor, MCP): ``tool_call_governed``; an MCP ``tools/call``: ``mcp_call``, and the end of an
-  MCP session: ``mcp_session_end``.
+  MCP session: ``mcp_session_end``. A 2026-07-28 client's wait for an approver:
+  ``mcp_state_mint`` / ``mcp_state_redeem`` (a single-use requestState), ``mcp_task_create`` /
+  ``mcp_task_cancel`` (a task), and how long a state lives, ``MCP_STATE_TTL``.
 - Human decisions on runtime state: ``action_reconcile_decide`` (an unclear write),
   ``rollback_retry_decide`` (a rollback that failed), ``drill_start``, ``audit_export_record``.
 - The live socket's mark that someone watches a run: ``run_watch`` / ``run_unwatch``.
@@ -22,6 +24,11 @@ from agentops.runtime.auditlog import audit_export_record
 from agentops.runtime.direct import tool_call_governed
 from agentops.runtime.drills import drill_start
 from agentops.runtime.mcp_sessions import mcp_call, mcp_session_end
+from agentops.runtime.mcp_waits import STATE_TTL as MCP_STATE_TTL
+from agentops.runtime.mcp_waits import state_mint as mcp_state_mint
+from agentops.runtime.mcp_waits import state_redeem as mcp_state_redeem
+from agentops.runtime.mcp_waits import task_cancel as mcp_task_cancel
+from agentops.runtime.mcp_waits import task_create as mcp_task_create
 from agentops.runtime.ratelimit import LimiterUnavailableError
 from agentops.runtime.reconcile import (
     Decision,
@@ -42,6 +49,7 @@ from agentops.runtime.trace import unwatch as run_unwatch
 from agentops.runtime.trace import watch as run_watch
 
 __all__ = [
+    "MCP_STATE_TTL",
     "Decision",
     "DecisionResult",
     "LimiterUnavailableError",
@@ -53,6 +61,10 @@ __all__ = [
     "drill_start",
     "mcp_call",
     "mcp_session_end",
+    "mcp_state_mint",
+    "mcp_state_redeem",
+    "mcp_task_cancel",
+    "mcp_task_create",
     "rollback_retry_decide",
     "run_cancel",
     "run_start",

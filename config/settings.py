@@ -348,6 +348,11 @@ MCP_INSECURE_DEMO_USER = os.environ.get("MCP_INSECURE_DEMO_USER", "")
 # Third-party MCP servers behind the gateway: a JSON list (or `@path/to/file.json`) of
 # {"name", "url" | "command": [...], "tools": {tool: patch}}; see README "MCP gateway".
 MCP_GATEWAY_SERVERS = os.environ.get("MCP_GATEWAY_SERVERS", "")
+# Where clients reach the product, for the protected-resource metadata of /mcp (RFC 9728) when
+# a request's own Host is not one of ALLOWED_HOSTS.
+MCP_PUBLIC_ORIGIN = os.environ.get(
+    "MCP_PUBLIC_ORIGIN", f"http://{sorted(_RUN_HOSTS)[0]}:{_RUN_PORT}"
+).rstrip("/")
 
 LOGGING = {
     "version": 1,

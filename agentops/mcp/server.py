@@ -1,21 +1,32 @@
-"""The MCP server at /mcp: streamable HTTP (official ``mcp`` SDK, low-level server), protocol
-revision 2025-11-25 (the handshake era; the SDK also accepts the older handshake revisions).
+"""The MCP server at /mcp: streamable HTTP (official ``mcp`` SDK 2.x, low-level server), in both
+eras of the protocol, as the SDK routes them by the ``MCP-Protocol-Version`` header:
 
-- Authentication: the same bearer tokens as the JSON API. The token decides the subject;
-  nothing in a request's arguments can. A session is bound to the credential that opened it.
-- tools/list: the tools the subject's roles may see, as ``agentops.contract.exports.mcp_tool`` derives
-  them (schemas, annotations from the metadata, the six-part description), plus
-  ``get_action_status``.
-- tools/call: through the one recorder (``tool_call_governed``, channel "mcp"): gate, idempotency,
-  approvals and trace as any run; each MCP session is one run (kind mcp). Refusals and tool
-  failures are results with ``isError: true`` and the red/yellow envelope as
-  ``structuredContent``; an unknown tool or malformed params are JSON-RPC errors.
+- **2026-07-28** (stateless): no handshake and no ``Mcp-Session-Id``; ``server/discover``; each
+  request carries its version, client info and capabilities in ``_meta``. Every call is governed
+  on its own (a run of kind direct per call) and nothing about the client is held in this
+  process, so any web process answers any request. A HIGH-risk call answers ``input_required``
+  with a sealed ``requestState`` (``agentops.runtime.mcp_waits``), or, for a client that declared
+  the ``io.modelcontextprotocol/tasks`` extension, a task it polls with ``tasks/get`` and may
+  end with ``tasks/cancel``. ``tools/list`` carries ``ttlMs`` (private: it is per role).
+- **2025-11-25** and the older handshake revisions: ``initialize``, a session per client (each
+  MCP session is one run, kind mcp), a HIGH-risk call answers ``approval_pending`` with an
+  ``action_id`` to poll with ``get_action_status``.
+
+In both: authentication is the same bearer tokens as the JSON API (a 401 names the protected-
+resource metadata, RFC 9728: ``agentops.mcp.metadata``); the token decides the subject and
+nothing in a request's arguments can. tools/list shows the tools the subject's roles may see, as
+``agentops.contract.exports.mcp_tool`` derives them, plus ``get_action_status``. tools/call goes
+through the one recorder (``tool_call_governed``, channel "mcp"): gate, idempotency, approvals and
+trace as any run. Refusals and tool failures are results with ``isError: true`` and the red/yellow
+envelope as ``structuredContent``; an unknown tool or malformed params are JSON-RPC errors.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import hmac
 import json
 import logging
 import warnings
@@ -28,19 +39,22 @@ from django.conf import settings
 from django.db import close_old_connections
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
+from mcp.server.caching import CacheHint
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
+from mcp.server.request_state import RequestStateBoundary, RequestStateSecurity
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agentops import selectors, services
+from agentops.mcp import metadata
 
 log = logging.getLogger(__name__)
 
-PROTOCOL_VERSION = "2025-11-25"
+SERVER_NAME = "rooms-agentops"
 USER_KEY = "agentops.mcp.user_id"  # set on the ASGI scope by the authenticating endpoint
 # A client may name its retry of the same intent: the same key answers the first call's
 # outcome instead of running it again.
@@ -52,6 +66,11 @@ INSTRUCTIONS = (
     "envelopes: signal green (ok), red (permanent: do not retry unchanged), yellow "
     "(transient: retry later)."
 )
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+TOOLS_TTL_MS = (
+    60_000  # how long a client may keep the tool list (it changes with roles and deploys)
+)
+STATE_HINT = "retry this call with the requestState to learn the approver's decision"
 
 
 async def _db(fn: Callable[..., Any], **kwargs: Any) -> Any:
@@ -68,10 +87,34 @@ async def _db(fn: Callable[..., Any], **kwargs: Any) -> Any:
 
 
 def _caller(ctx: ServerRequestContext[Any, Any]) -> tuple[int, str | None]:
+    """The subject (from the bearer token) and, in the handshake era, the session."""
     request = ctx.request
     if request is None or USER_KEY not in request.scope:
         raise MCPError(types.INVALID_REQUEST, "Not authenticated.")
+    if _modern(ctx):
+        return request.scope[USER_KEY], None
     return request.scope[USER_KEY], request.headers.get(MCP_SESSION_ID_HEADER)
+
+
+def _modern(ctx: ServerRequestContext[Any, Any]) -> bool:
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def _principal(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    """What a requestState is bound to: the subject the bearer token authenticated."""
+    request = ctx.request
+    if request is None or USER_KEY not in request.scope:
+        return None
+    return f"user:{request.scope[USER_KEY]}"
+
+
+def _declares_tasks(ctx: ServerRequestContext[Any, Any]) -> bool:
+    """Whether this request's own capabilities (not an earlier one's) include the tasks
+    extension: the only case in which an answer may be a task."""
+    meta = (ctx.params or {}).get("_meta")
+    capabilities = meta.get(types.CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None
+    extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
+    return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
 
 
 async def list_tools(
@@ -96,27 +139,133 @@ def _idempotency_key(params: types.CallToolRequestParams) -> str | None:
     return key
 
 
-async def call_tool(
-    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-) -> types.CallToolResult:
-    user_id, session_id = _caller(ctx)
-    visible = await _db(selectors.mcp_tool_names, user_id=user_id)
-    if params.name not in visible:  # unknown, or not for this subject's roles: not listed
-        raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name[:64]}")
-    envelope = await _db(
-        services.mcp_call,
-        user_id=user_id,
-        session_id=session_id,
-        name=params.name,
-        arguments=dict(params.arguments or {}),
-        idempotency_key=_idempotency_key(params),
-    )
+def _result(envelope: dict[str, Any]) -> types.CallToolResult:
     pending = envelope.get("code") == "approval_pending"
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=json.dumps(envelope, default=str))],
         structured_content=envelope,
         is_error=not envelope.get("ok") and not pending,
     )
+
+
+def _result_wire(envelope: dict[str, Any]) -> dict[str, Any]:
+    return _result(envelope).model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+async def _input_required(
+    user_id: int, action_id: str, envelope: dict[str, Any] | None
+) -> types.InputRequiredResult:
+    """Still waiting: a fresh single-use state (the boundary seals it), and what waits, in
+    ``_meta`` for a client that shows it."""
+    state = await _db(services.mcp_state_mint, user_id=user_id, action_id=action_id)
+    pending = (envelope or {}).get("pending") or {"action_id": action_id}
+    return types.InputRequiredResult(
+        request_state=state,
+        _meta={"io.rooms/pending": pending | {"hint": STATE_HINT}},
+    )
+
+
+async def call_tool(
+    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+) -> types.CallToolResult | types.InputRequiredResult | dict[str, Any]:
+    user_id, session_id = _caller(ctx)
+    visible = await _db(selectors.mcp_tool_names, user_id=user_id)
+    if params.name not in visible:  # unknown, or not for this subject's roles: not listed
+        raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name[:64]}")
+    arguments = dict(params.arguments or {})
+    if _modern(ctx) and params.request_state is not None:
+        # The boundary verified the seal, the principal, the expiry and the call's digest.
+        redeemed = await _db(
+            services.mcp_state_redeem,
+            user_id=user_id,
+            state=params.request_state,
+            name=params.name,
+            arguments=arguments,
+        )
+        if redeemed is None:  # used before, or its wait is gone
+            raise MCPError(
+                types.INVALID_PARAMS,
+                "Invalid or expired requestState",
+                {"reason": "invalid_request_state"},
+            )
+        action_id, answer = redeemed
+        if answer is None:
+            return await _input_required(user_id, action_id, None)
+        return _result(answer)
+    envelope = await _db(
+        services.mcp_call,
+        user_id=user_id,
+        session_id=session_id,
+        name=params.name,
+        arguments=arguments,
+        idempotency_key=_idempotency_key(params),
+    )
+    if _modern(ctx) and envelope.get("code") == "approval_pending":
+        action_id = envelope["pending"]["action_id"]
+        if _declares_tasks(ctx):
+            task = await _db(services.mcp_task_create, user_id=user_id, action_id=action_id)
+            return {"resultType": "task", **_task_wire(task)}
+        return await _input_required(user_id, action_id, envelope)
+    return _result(envelope)
+
+
+# --- tasks (io.modelcontextprotocol/tasks, 2026-07-28) ------------------------------------------
+
+
+class TaskParams(types.RequestParams):
+    task_id: str
+
+
+class TaskUpdateParams(TaskParams):
+    input_responses: dict[str, Any] | None = None
+
+
+def _task_wire(task: dict[str, Any]) -> dict[str, Any]:
+    task = dict(task)
+    envelope = task.pop("envelope", None)
+    if envelope is not None:
+        task["result"] = _result_wire(envelope)
+    return task
+
+
+async def _task_request(ctx: ServerRequestContext[Any, Any], params: TaskParams) -> int:
+    if not _modern(ctx):
+        raise MCPError(types.METHOD_NOT_FOUND, "Method not found", ctx.method)
+    user_id, _ = _caller(ctx)
+    named = ctx.request.headers.get("mcp-name") if ctx.request is not None else None
+    if named is not None and named != params.task_id:
+        raise MCPError(types.HEADER_MISMATCH, "Mcp-Name does not match the taskId")
+    return user_id
+
+
+def _no_task() -> MCPError:
+    return MCPError(types.INVALID_PARAMS, "Unknown task.", {"reason": "task_not_found"})
+
+
+async def tasks_get(ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
+    user_id = await _task_request(ctx, params)
+    task = await _db(selectors.mcp_task_get, user_id=user_id, task_id=params.task_id)
+    if task is None:
+        raise _no_task()
+    return _task_wire(task)
+
+
+async def tasks_cancel(ctx: ServerRequestContext[Any, Any], params: TaskParams) -> dict[str, Any]:
+    user_id = await _task_request(ctx, params)
+    if not await _db(services.mcp_task_cancel, user_id=user_id, task_id=params.task_id):
+        raise _no_task()
+    return {}
+
+
+async def tasks_update(
+    ctx: ServerRequestContext[Any, Any], params: TaskUpdateParams
+) -> dict[str, Any]:
+    """Acknowledged: these tasks ask the client for nothing (an approver decides), so every
+    input response is for a key that is not outstanding and is ignored, as the extension says."""
+    user_id = await _task_request(ctx, params)
+    if await _db(selectors.mcp_task_get, user_id=user_id, task_id=params.task_id) is None:
+        raise _no_task()
+    return {}
 
 
 async def set_logging_level(
@@ -126,18 +275,37 @@ async def set_logging_level(
     return types.EmptyResult()
 
 
+def request_state_security() -> RequestStateSecurity:
+    """Sealing keys shared by every web process (derived from SECRET_KEY, so a state minted by
+    one is read by another), with the subject as the principal."""
+    key = hmac.new(settings.SECRET_KEY.encode(), b"mcp/request-state", hashlib.sha256).digest()
+    return RequestStateSecurity(
+        keys=[key], ttl=services.MCP_STATE_TTL.total_seconds(), bind_principal=_principal
+    )
+
+
 def build_server() -> Server:
     with warnings.catch_warnings():  # logging is deprecated only from revision 2026-07-28 on
         warnings.simplefilter("ignore", MCPDeprecationWarning)
-        return Server(
-            "rooms-agentops",
+        server = Server(
+            SERVER_NAME,
             version="1.0",
             title="Rooms: governed meeting-room tools",
             instructions=INSTRUCTIONS,
+            cache_hints={"tools/list": CacheHint(ttl_ms=TOOLS_TTL_MS, scope="private")},
             on_list_tools=list_tools,
-            on_call_tool=call_tool,
             on_set_logging_level=set_logging_level,
         )
+    # Registered as a plain handler: besides the two core shapes it may answer a task.
+    server.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
+    server.middleware.append(
+        RequestStateBoundary(request_state_security(), default_audience=SERVER_NAME)
+    )
+    server.extensions[TASKS_EXTENSION] = {}
+    server.add_request_handler("tasks/get", TaskParams, tasks_get)
+    server.add_request_handler("tasks/cancel", TaskParams, tasks_cancel)
+    server.add_request_handler("tasks/update", TaskUpdateParams, tasks_update)
+    return server
 
 
 def _transport_security() -> TransportSecuritySettings:
@@ -180,8 +348,8 @@ def _header(scope: dict[str, Any], name: bytes) -> str | None:
 
 
 class McpEndpoint:
-    """ASGI endpoint for /mcp: authenticates, pins the handshake-era protocol, then hands the
-    request to the SDK's session manager (started on first use, so any ASGI server works)."""
+    """ASGI endpoint for /mcp: authenticates, then hands the request to the SDK's session
+    manager (started on first use, so any ASGI server works), which routes it to its era."""
 
     def __init__(self) -> None:
         self.server = build_server()
@@ -219,23 +387,7 @@ class McpEndpoint:
                 send,
                 401,
                 {"error": "invalid_token", "error_description": "A bearer token is required."},
-                [(b"www-authenticate", b'Bearer error="invalid_token"')],
-            )
-            return
-        version = _header(scope, b"mcp-protocol-version")
-        if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
-            await _respond(
-                send,
-                400,
-                {
-                    "jsonrpc": "2.0",
-                    "id": None,
-                    "error": {
-                        "code": types.UNSUPPORTED_PROTOCOL_VERSION,
-                        "message": f"Unsupported protocol version; this server speaks {PROTOCOL_VERSION}.",
-                        "data": {"supported": [PROTOCOL_VERSION], "requested": version[:32]},
-                    },
-                },
+                [(b"www-authenticate", metadata.www_authenticate(scope).encode())],
             )
             return
         principal = f"user:{user.pk}"

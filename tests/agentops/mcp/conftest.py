@@ -85,8 +85,10 @@ def mcp_server(transactional_db, tmp_path) -> Any:
 
 
 @asynccontextmanager
-async def mcp_client(url: str, token: str | None):
-    """The official MCP client over streamable HTTP, with the bearer token as a header."""
+async def mcp_client(url: str, token: str | None, *, mode: str = "legacy", **options: Any):
+    """The official MCP client over streamable HTTP, with the bearer token as a header: the
+    handshake era (2025-11-25) unless ``mode`` says otherwise ("auto" probes server/discover
+    and takes 2026-07-28)."""
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
@@ -94,7 +96,7 @@ async def mcp_client(url: str, token: str | None):
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with (
         create_mcp_http_client(headers=headers) as http,
-        Client(streamable_http_client(url, http_client=http)) as client,
+        Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client,
     ):
         yield client
 
