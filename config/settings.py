@@ -345,6 +345,9 @@ AGENT_RETRY_BACKOFF_SCALE = 1.0
 # TEST ONLY, off by default: the username that unauthenticated MCP requests act as (the MCP
 # conformance suite's client sends no Authorization header). Never set it in production.
 MCP_INSECURE_DEMO_USER = os.environ.get("MCP_INSECURE_DEMO_USER", "")
+# TEST ONLY, off by default: /mcp also serves the conformance suite's fixture tools, prompts and
+# resources (agentops/mcp/conformance.py), ungoverned. Only .ci/mcp-conformance sets it.
+MCP_CONFORMANCE_FIXTURES = _env_bool("MCP_CONFORMANCE_FIXTURES", False)
 # Third-party MCP servers behind the gateway: a JSON list (or `@path/to/file.json`) of
 # {"name", "url" | "command": [...], "tools": {tool: patch}}; see README "MCP gateway".
 MCP_GATEWAY_SERVERS = os.environ.get("MCP_GATEWAY_SERVERS", "")
@@ -435,6 +438,7 @@ if PRODUCTION:
                 or APPROVAL_SIGNING_KEYS == DEV_APPROVAL_SIGNING_KEYS,
             ),
             ("MCP_INSECURE_DEMO_USER is set", bool(MCP_INSECURE_DEMO_USER)),
+            ("MCP_CONFORMANCE_FIXTURES is on", MCP_CONFORMANCE_FIXTURES),
         ]
         if wrong
     ]

@@ -305,6 +305,10 @@ def build_server() -> Server:
     server.add_request_handler("tasks/get", TaskParams, tasks_get)
     server.add_request_handler("tasks/cancel", TaskParams, tasks_cancel)
     server.add_request_handler("tasks/update", TaskUpdateParams, tasks_update)
+    if settings.MCP_CONFORMANCE_FIXTURES:  # the conformance profile only (.ci/mcp-conformance)
+        from agentops.mcp import conformance
+
+        conformance.install(server)
     return server
 
 
