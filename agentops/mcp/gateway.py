@@ -174,11 +174,13 @@ def _connect(server: ExternalServer) -> Client:
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
+    # "auto": server/discover first (2026-07-28, stateless), the initialize handshake for a
+    # server of an earlier revision.
     if server.url:
-        return Client(server.url, mode="legacy")
+        return Client(server.url, mode="auto")
     command, *args = server.command
     params = StdioServerParameters(command=command, args=args, env=dict(server.env) or None)
-    return Client(params, mode="legacy")
+    return Client(params, mode="auto")
 
 
 def _run(fn: Callable[[], Awaitable[Any]]) -> Any:

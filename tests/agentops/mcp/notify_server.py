@@ -2,8 +2,11 @@
 own dedupe (seed 001: the mail server that sent one customer 50 notices). Every delivery is
 appended to the JSON-lines file named by NOTIFY_OUTBOX, so a test counts what really arrived.
 
-    uvicorn tests.agentops.mcp.notify_server:app          (streamable HTTP at /mcp)
+    uvicorn tests.agentops.mcp.notify_server:app          (streamable HTTP at /mcp, both eras)
+    uvicorn tests.agentops.mcp.notify_server:legacy_app   (as a server from before 2026-07-28)
     python -m tests.agentops.mcp.notify_server --stdio    (stdio)
+
+Each delivery records the protocol revision it came in (``_protocol_version``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import anyio
 import mcp_types as types
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 OUTBOX = Path(os.environ.get("NOTIFY_OUTBOX", "/tmp/notify-outbox.jsonl"))  # noqa: S108
 
@@ -86,12 +90,37 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     if to.endswith("@busy.test"):
         return _text("Rate limit exceeded: too many messages", error=True)
     with OUTBOX.open("a") as out:
-        out.write(json.dumps(args) + "\n")
+        out.write(json.dumps(args | {"_protocol_version": ctx.protocol_version}) + "\n")
     return _text(f"sent to {to} (#{len(_outbox())})")
 
 
 server = Server("notify", version="0.1", on_list_tools=list_tools, on_call_tool=call_tool)
 app = server.streamable_http_app(stateless_http=True, json_response=True)
+
+
+async def legacy_app(scope: Any, receive: Any, send: Any) -> None:
+    """What a server of the handshake era answers a 2026-07-28 request: 400, unsupported
+    protocol version (the 2025-11-25 transport's rule); everything else as ``app``."""
+    headers = dict(scope.get("headers") or [])
+    version = headers.get(b"mcp-protocol-version", b"").decode()
+    if scope["type"] == "http" and version and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        body = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": None,
+                "error": {"code": -32600, "message": "Bad Request: Unsupported protocol version"},
+            }
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 400,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+        return
+    await app(scope, receive, send)
 
 
 if __name__ == "__main__" and "--stdio" in sys.argv:

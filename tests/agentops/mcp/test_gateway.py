@@ -74,11 +74,13 @@ class Notify:
 
 
 @pytest.fixture
-def notify(tmp_path):
-    """The third-party server (uvicorn), its tools registered through the gateway."""
+def notify(tmp_path, request):
+    """The third-party server (uvicorn), its tools registered through the gateway; a test may
+    ask for the one that only speaks the handshake era (indirect parameter "legacy")."""
     outbox = tmp_path / "outbox.jsonl"
+    app = "legacy_app" if getattr(request, "param", None) == "legacy" else "app"
     proc, port = uvicorn_start(
-        "tests.agentops.mcp.notify_server:app",
+        f"tests.agentops.mcp.notify_server:{app}",
         tmp_path=tmp_path,
         name="notify",
         env={"NOTIFY_OUTBOX": str(outbox)},
@@ -120,6 +122,20 @@ def test_a_retried_call_reaches_the_sender_once(notify, e17, db):
     assert len(sent) == 1
     assert sent[0]["idempotency_key"] == f"api:{e17.pk}:notice-1"  # injected by the host
     assert Action.objects.filter(tool=SEND).count() == 2  # both calls recorded
+
+
+@pytest.mark.parametrize(
+    ("notify", "era"), [("modern", "2026-07-28"), ("legacy", "2025-11-25")], indirect=["notify"]
+)
+def test_the_gateway_speaks_each_servers_era(notify, era, e17, db):
+    """A server of 2026-07-28 is called statelessly, one of the handshake era through
+    initialize: the same governed call reaches either once."""
+    sent = tool_call_governed(user=e17, name=SEND, arguments=MESSAGE, idempotency_key="era-1")
+    again = tool_call_governed(user=e17, name=SEND, arguments=MESSAGE, idempotency_key="era-1")
+
+    assert sent["signal"] == "green", sent
+    assert again == sent
+    assert [d["_protocol_version"] for d in notify.sent()] == [era]
 
 
 def test_a_caller_cannot_set_the_hosts_idempotency_argument(notify, e17, db):
