@@ -9,7 +9,11 @@ so that what a client of another SDK sends is what is tested; the official clien
 from __future__ import annotations
 
 import base64
+import contextlib
+import itertools
 import json
+import socket
+import threading
 import uuid
 from typing import Any
 
@@ -37,11 +41,12 @@ def _db_calls_beside_the_client(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 
-def reserve(room: str = "R16") -> dict[str, Any]:
+def reserve(room: str = "R16", *, days: int = 3) -> dict[str, Any]:
+    start, end = slot(days=days, hour=14)
     return {
         "room_id": room,
-        "start_at": START.isoformat(),
-        "end_at": END.isoformat(),
+        "start_at": start.isoformat(),
+        "end_at": end.isoformat(),
         "attendees": 3,
         "expected_version": Room.objects.get(code=room).schedule_version,
     }
@@ -303,3 +308,104 @@ def test_bad_input_in_the_new_era_is_a_clear_error_and_writes_nothing(mcp_server
     )
     assert raw.status_code == 400 and json.loads(raw.text)["error"]["code"] == -32700
     assert Booking.objects.count() == 0 and McpHandle.objects.count() == 0
+
+
+class RoundRobin:
+    """A TCP proxy in front of several web processes: each connection goes to the next one."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports, self.served = ports, [0] * len(ports)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self._next = itertools.count()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            index = next(self._next) % len(self.ports)
+            self.served[index] += 1
+            upstream = socket.create_connection(("127.0.0.1", self.ports[index]))
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                sink.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def two_web_processes(transactional_db, tmp_path):
+    """Two uvicorn processes of config.asgi on the test database, behind a round-robin proxy:
+    the URL of /mcp through the proxy, and the proxy."""
+    from django.conf import settings
+    from django.db import connection
+
+    from tests.agentops.mcp.conftest import database_url, uvicorn_start
+
+    env = {
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "CELERY_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+    }
+    started = [
+        uvicorn_start("config.asgi:application", tmp_path=tmp_path, name=f"web{i}", env=env)
+        for i in (1, 2)
+    ]
+    proxy = RoundRobin([port for _, port in started])
+    try:
+        yield f"http://127.0.0.1:{proxy.port}/mcp", proxy
+    finally:
+        proxy.close()
+        for proc, _ in started:
+            proc.terminate()
+            proc.wait(timeout=10)
+        connection.close()
+
+
+def test_two_web_processes_behind_round_robin_answer_any_request_of_one_client(
+    worker, two_web_processes, e17, approver
+):
+    url, proxy = two_web_processes
+    wire = Wire(url, token_issue(user=e17))
+    tasks = Wire(url, wire.token, tasks=True)
+    assert wire.result("server/discover")["supportedVersions"] == [VERSION]  # web 1
+    assert "reserve_room" in {t["name"] for t in wire.result("tools/list")["tools"]}  # web 2
+    arguments = reserve()
+    state = wire.call("reserve_room", arguments)["requestState"]  # web 1 seals it
+    still = wire.call("reserve_room", arguments, requestState=state)  # web 2 reads it
+    assert still["resultType"] == "input_required"
+
+    def approve_all() -> None:
+        for request in ApprovalRequest.objects.filter(status="pending"):
+            decided = approval_decide(
+                request_id=request.pk, approver=approver, approve=True, reason="ok"
+            )
+            assert decided.ok
+
+    approve_all()
+    wait_until(lambda: Action.objects.filter(status="succeeded").count() == 1, message="call")
+    done = wire.call("reserve_room", arguments, requestState=still["requestState"])  # web 1
+    assert done["isError"] is False
+
+    task_id = tasks.call("reserve_room", reserve(days=4))["taskId"]  # web 2 creates the task
+    approve_all()
+    wait_until(lambda: Action.objects.filter(status="succeeded").count() == 2, message="task")
+    polled = [tasks.result("tasks/get", {"taskId": task_id}) for _ in range(2)]  # web 1, web 2
+    assert [p["status"] for p in polled] == ["completed", "completed"]
+    assert Booking.objects.count() == 2 and Action.objects.count() == 2
+    assert min(proxy.served) >= 3  # both processes answered this one client
