@@ -183,6 +183,11 @@ ROWS = [
     Row("login/",                      "GET",  "/login/",                     "200 200 200 200 200 200 200 200 200 200 200 200"),
     Row("login/",                      "POST", "/login/",                     "200 200 200 200 200 200 200 200 200 200 200 200",
         {"username": "e17", "password": "wrong"}),
+    # RFC 9728 metadata of /mcp: public, the same for everyone.
+    Row(".well-known/oauth-protected-resource", "GET", "/.well-known/oauth-protected-resource",
+                                                                              "200 200 200 200 200 200 200 200 200 200 200 200"),
+    Row(".well-known/oauth-protected-resource/mcp", "GET", "/.well-known/oauth-protected-resource/mcp",
+                                                                              "200 200 200 200 200 200 200 200 200 200 200 200"),
     Row("logout/",                     "POST", "/logout/",                    "302 302 302 302 302 302 302 302 302 302 302 302"),
     Row("i18n/setlang/",               "POST", "/i18n/setlang/",              "302 302 302 302 302 302 302 302 302 302 302 302",
         {"language": "zh-hans"}),

@@ -19,6 +19,7 @@ from agentops.models import (
     EventKind,
     IdempotencyRecord,
     IdempotencyStatus,
+    McpHandle,
     RunStatus,
     TraceEvent,
 )
@@ -90,6 +91,8 @@ def sweep() -> dict[str, int]:
     counts["expired_approvals"] = approvals_expire_due(now=now)
     counts["decisions_resumed"] = _resume_decided(stale)
     IdempotencyRecord.objects.filter(expires_at__lt=now).delete()
+    # A 2026-07-28 client's requestStates and tasks past their expiry answer nothing any more.
+    counts["expired_mcp_handles"], _ = McpHandle.objects.filter(expires_at__lt=now).delete()
     return counts
 
 
