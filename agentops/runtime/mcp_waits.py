@@ -30,6 +30,8 @@ from django.utils import timezone
 from agentops.contract import Reason, failure
 from agentops.models import Action, ActionStatus, McpHandle, McpHandleKind
 from agentops.runtime.proposals import call_digest
+from approvals.selectors import approval_request_latest
+from approvals.services import approval_withdraw
 
 STATE_TTL = timedelta(minutes=10)  # a requestState the client does not send back in time expires
 TASK_RETENTION = timedelta(hours=1)  # a task stays readable this long after its call's deadline
@@ -179,7 +181,7 @@ def _task_handle(*, user_id: int, task_id: str) -> McpHandle | None:
             subject_id=user_id,
             expires_at__gt=timezone.now(),
         )
-        .select_related("action", "action__run")
+        .select_related("action", "subject")
         .first()
     )
 
@@ -190,13 +192,14 @@ def task_get(*, user_id: int, task_id: str) -> dict[str, Any] | None:
 
 
 def task_cancel(*, user_id: int, task_id: str) -> bool:
-    """Cancel the task's call if it has not run (its run ends, its approval request is
-    withdrawn); a call already approved and running finishes. False for an unknown task."""
-    from agentops.runtime.runs import run_cancel
-
+    """Cancel the task's call while it waits: its approval request is withdrawn, as its
+    requester would from the requests page (audited as theirs), and the runtime then ends what
+    waited on it. A call already decided goes on (it may be running). False for an unknown
+    task."""
     handle = _task_handle(user_id=user_id, task_id=task_id)
     if handle is None:
         return False
-    if handle.action.status == ActionStatus.WAITING_APPROVAL:
-        run_cancel(run_id=handle.action.run_id, user=handle.action.run.subject)
+    request = approval_request_latest(action_ref=str(handle.action_id))
+    if handle.action.status == ActionStatus.WAITING_APPROVAL and request is not None:
+        approval_withdraw(request_id=request.pk, user=handle.subject)
     return True

@@ -20,6 +20,7 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
+from accounts.models import AuditAction, AuditEntry
 from accounts.services import token_issue
 from agentops.models import Action, AgentRun, McpHandle
 from approvals.models import ApprovalRequest
@@ -225,11 +226,15 @@ def test_a_client_with_the_tasks_extension_gets_a_task_it_polls_and_cancels(
         "resultType": "complete",
         "_meta": wire.result("tasks/get", {"taskId": task_id})["_meta"],
     }
+    # Eventually consistent, as the extension allows: the worker ends what waited.
+    wait_until(lambda: Action.objects.get().status == "cancelled", message="cancelled call")
     final = wire.result("tasks/get", {"taskId": task_id})
     assert final["status"] == "cancelled"
     action = Action.objects.get()
-    assert action.status == "cancelled" and Booking.objects.count() == 0
+    assert Booking.objects.count() == 0
     assert ApprovalRequest.objects.get(action_ref=str(action.pk)).status == "withdrawn"
+    entry = AuditEntry.objects.get(action=AuditAction.APPROVAL_WITHDRAWN)
+    assert entry.actor == e17 and entry.run_id == action.run_id
     assert wire.error("tasks/get", {"taskId": str(uuid.uuid4())})["code"] == -32602
 
 
