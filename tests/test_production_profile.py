@@ -80,6 +80,7 @@ def test_the_production_profile_turns_on_tls_cookies_hsts_and_the_proxy_header()
         ({"APPROVAL_SIGNING_KEYS": "k1:dev-only-approval-key"}, "APPROVAL_SIGNING_KEYS"),
         ({"APPROVAL_SIGNING_KEYS": "k2:x,k1:dev-only-approval-key"}, "APPROVAL_SIGNING_KEYS"),
         ({"MCP_INSECURE_DEMO_USER": "e17"}, "MCP_INSECURE_DEMO_USER"),
+        ({"MCP_CONFORMANCE_FIXTURES": "true"}, "MCP_CONFORMANCE_FIXTURES"),
     ],
 )
 def test_the_production_profile_refuses_to_start_with_development_settings(changes, reason):
