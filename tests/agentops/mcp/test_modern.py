@@ -19,6 +19,9 @@ from typing import Any
 
 import httpx2 as httpx
 import pytest
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hyp_settings
+from hypothesis import strategies as st
 
 from accounts.models import AuditAction, AuditEntry
 from accounts.services import token_issue
@@ -414,3 +417,61 @@ def test_two_web_processes_behind_round_robin_answer_any_request_of_one_client(
     assert [p["status"] for p in polled] == ["completed", "completed"]
     assert Booking.objects.count() == 2 and Action.objects.count() == 2
     assert min(proxy.served) >= 3  # both processes answered this one client
+
+
+@pytest.fixture
+def token(e17) -> str:
+    return token_issue(user=e17)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+methods = st.sampled_from(
+    [
+        "tools/call",
+        "tools/list",
+        "server/discover",
+        "tasks/get",
+        "tasks/cancel",
+        "tasks/update",
+        "initialize",
+        "ping",
+        "resources/list",
+        "nope",
+    ]
+)
+
+
+@hyp_settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    method=methods,
+    params=st.dictionaries(
+        st.sampled_from(["name", "arguments", "requestState", "taskId", "_meta", "inputResponses"]),
+        json_values,
+        max_size=4,
+    ),
+    version=st.sampled_from([VERSION, "2025-11-25", "1999-01-01", ""]),
+)
+def test_whatever_a_client_sends_in_either_era_is_never_a_5xx(
+    mcp_server, token, method, params, version
+):
+    """One token for every example (the fixture runs once per test, not per example)."""
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "Mcp-Method": method,
+    }
+    if version:
+        headers["MCP-Protocol-Version"] = version
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+    response = httpx.post(mcp_server, json=body, headers=headers, timeout=30)
+    assert response.status_code < 500, (body, version, response.text)
+    assert "Traceback" not in response.text
+    assert Booking.objects.count() == 0
