@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from agentops.contract import Reason, failure
 from agentops.models import Action, ActionStatus, McpHandle, McpHandleKind
+from agentops.runtime import ratelimit
 from agentops.runtime.proposals import call_digest
 from approvals.selectors import approval_request_latest
 from approvals.services import approval_withdraw
@@ -95,9 +96,11 @@ def state_mint(*, user_id: int, action_id: Any) -> str:
 def state_redeem(
     *, user_id: int, state: str, name: str, arguments: dict[str, Any]
 ) -> tuple[str, dict[str, Any] | None] | None:
-    """Use a requestState's nonce, once: ``(action_id, outcome or None while waiting)``, or None
-    when the state is not one this server minted for this caller and this call, was used
-    before, or expired."""
+    """Use a requestState's nonce, once: ``(action_id, the envelope to answer, or None while
+    the call waits)``; or None when the state is not one this server minted for this caller
+    and this call, was used before, or expired. A retry counts against the caller's per-minute
+    call limit like any call: over it, the answer is the yellow ``rate_limited`` and the state
+    is left unused for the retry after."""
     try:
         claims = json.loads(state)
         action_id, nonce = str(claims["action_id"]), str(claims["nonce"])
@@ -106,6 +109,15 @@ def state_redeem(
     action = _own_action(user_id=user_id, action_id=action_id)
     if action is None or action.params_digest != call_digest(name, arguments):
         return None
+    retry_after_ms = ratelimit.tool_calls.hit(user_id)
+    if retry_after_ms is not None:
+        return str(action.pk), failure(
+            Reason.RATE_LIMITED,
+            "rate_limited",
+            "Too many tool calls this minute.",
+            "Retry later with the same requestState.",
+            retry_after_ms,
+        )
     with transaction.atomic():
         used = McpHandle.objects.filter(
             digest=_digest(nonce),

@@ -102,3 +102,14 @@ def test_the_sweeper_forgets_states_and_tasks_past_their_expiry(transactional_db
     assert task_get(user_id=e17.pk, task_id=task_id) is None  # expired reads as unknown
     assert sweeper.sweep()["expired_mcp_handles"] == 2
     assert McpHandle.objects.count() == 0 and Action.objects.filter(pk=action_id).exists()
+
+
+def test_a_retry_over_the_call_limit_is_yellow_and_keeps_its_state(transactional_db, e17, settings):
+    arguments, action_id = waiting_call(e17)
+    state = state_mint(user_id=e17.pk, action_id=action_id)
+    settings.AGENT_RATE_LIMIT_PER_MINUTE = 0
+
+    limited = state_redeem(user_id=e17.pk, state=state, name="reserve_room", arguments=arguments)
+    assert limited is not None and limited[0] == action_id
+    assert (limited[1]["signal"], limited[1]["code"]) == ("yellow", "rate_limited")
+    assert McpHandle.objects.get().used_at is None  # the retry after may still use it
