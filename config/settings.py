@@ -346,7 +346,7 @@ AGENT_RETRY_BACKOFF_SCALE = 1.0
 # conformance suite's client sends no Authorization header). Never set it in production.
 MCP_INSECURE_DEMO_USER = os.environ.get("MCP_INSECURE_DEMO_USER", "")
 # TEST ONLY, off by default: /mcp also serves the conformance suite's fixture tools, prompts and
-# resources (agentops/mcp/conformance.py), ungoverned. Only .ci/mcp-conformance sets it.
+# resources (agentops/mcp/conformance/), ungoverned. Only .ci/mcp-conformance sets it.
 MCP_CONFORMANCE_FIXTURES = _env_bool("MCP_CONFORMANCE_FIXTURES", False)
 # Third-party MCP servers behind the gateway: a JSON list (or `@path/to/file.json`) of
 # {"name", "url" | "command": [...], "tools": {tool: patch}}; see README "MCP gateway".
