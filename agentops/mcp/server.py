@@ -232,6 +232,12 @@ async def _task_request(ctx: ServerRequestContext[Any, Any], params: TaskParams)
     if not _modern(ctx):
         raise MCPError(types.METHOD_NOT_FOUND, "Method not found", ctx.method)
     user_id, _ = _caller(ctx)
+    if not _declares_tasks(ctx):  # the extension's rule: a task is only for a client that says so
+        raise MCPError(
+            types.MISSING_REQUIRED_CLIENT_CAPABILITY,
+            "Missing required client capability",
+            {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+        )
     named = ctx.request.headers.get("mcp-name") if ctx.request is not None else None
     if named is not None and named != params.task_id:
         raise MCPError(types.HEADER_MISMATCH, "Mcp-Name does not match the taskId")

@@ -239,6 +239,10 @@ def test_a_client_with_the_tasks_extension_gets_a_task_it_polls_and_cancels(
     entry = AuditEntry.objects.get(action=AuditAction.APPROVAL_WITHDRAWN)
     assert entry.actor == e17 and entry.run_id == action.run_id
     assert wire.error("tasks/get", {"taskId": str(uuid.uuid4())})["code"] == -32602
+    # Without the extension in the request's own capabilities, tasks/* are refused as such.
+    undeclared = Wire(mcp_server, wire.token).error("tasks/get", {"taskId": task_id})
+    assert undeclared["code"] == -32021
+    assert TASKS in undeclared["data"]["requiredCapabilities"]["extensions"]
 
 
 def test_a_task_completes_with_the_call_result_once_approved(worker, mcp_server, e17, approver):
