@@ -1,6 +1,7 @@
 """bench/peers.py measures its peers on the product's own booking table: the same exclusion
 constraint, the same unique key, the same search statement. Held to the product's migration
-here (the peer packages are not needed: the module imports them only in a peer's process)."""
+here (the peer packages are not needed: bench/peer_systems.py imports them only in a peer's
+own process)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import psycopg
 import pytest
 from django.db import IntegrityError, connection
 
-from bench import peers
+from bench import peer_systems, peers
 from bookings.models import Room
 
 pytestmark = pytest.mark.django_db
@@ -50,7 +51,7 @@ def peer_schema() -> str:
     with connection.cursor() as cursor:
         cursor.execute("CREATE SCHEMA peers_check")
         cursor.execute("SET LOCAL search_path = peers_check, public")
-        for statement in peers.PEER_SCHEMA:
+        for statement in peer_systems.PEER_SCHEMA:
             cursor.execute(statement)
     return "peers_check"
 
@@ -75,7 +76,7 @@ def test_peer_room_table_has_the_columns_the_product_search_selects(peer_schema)
         columns = [row[0] for row in cursor.fetchall()]
 
     assert columns == [f.column for f in Room._meta.concrete_fields]
-    assert peers.ROOM_COLUMNS.replace(" ", "").split(",") == columns
+    assert peer_systems.ROOM_COLUMNS.replace(" ", "").split(",") == columns
 
 
 def test_peer_schema_runs_the_search_and_refuses_an_overlap_and_a_used_key(peer_schema):
@@ -89,22 +90,22 @@ def test_peer_schema_runs_the_search_and_refuses_an_overlap_and_a_used_key(peer_
     }
     with connection.cursor() as cursor:
         cursor.execute(
-            f"INSERT INTO bookings_room ({peers.ROOM_COLUMNS}) VALUES"
+            f"INSERT INTO bookings_room ({peer_systems.ROOM_COLUMNS}) VALUES"
             " (1, 'R7', 'Atlas', 4, '{projector}', 'Engineering', 1, '', true, false, 0, false,"
             " true)"
         )
-        cursor.execute(peers.product_search_sql(), peers.search_params(request))
+        cursor.execute(peers.product_search_sql(), peer_systems.search_params(request))
         found = [row[1] for row in cursor.fetchall()]
-        cursor.execute(peers.BOOK_SQL, peers.book_params(request, 1, "k1"))
-        cursor.execute(peers.product_search_sql(), peers.search_params(request))
+        cursor.execute(peer_systems.BOOK_SQL, peer_systems.book_params(request, 1, "k1"))
+        cursor.execute(peers.product_search_sql(), peer_systems.search_params(request))
         after = cursor.fetchall()
         cursor.execute("SAVEPOINT overlap")
         with pytest.raises(IntegrityError) as overlap:
-            cursor.execute(peers.BOOK_SQL, peers.book_params(request, 1, "k2"))
+            cursor.execute(peer_systems.BOOK_SQL, peer_systems.book_params(request, 1, "k2"))
         cursor.execute("ROLLBACK TO SAVEPOINT overlap")
         later = request | {"start": request["end"], "end": (start + timedelta(hours=2)).isoformat()}
         with pytest.raises(IntegrityError) as reused:
-            cursor.execute(peers.BOOK_SQL, peers.book_params(later, 1, "k1"))
+            cursor.execute(peer_systems.BOOK_SQL, peer_systems.book_params(later, 1, "k1"))
 
     assert found == ["R7"]
     assert after == []
