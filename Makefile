@@ -15,7 +15,7 @@ LOCALES ?= zh_Hans
 # makemessages only reads settings; these addresses are never dialled.
 NO_SERVERS := DATABASE_URL=$${DATABASE_URL:-postgres://localhost/unused} REDIS_URL=$${REDIS_URL:-redis://localhost/0}
 
-.PHONY: run test test-integration services stop lint soak bench bench-assistant bench-contention bench-runtime bench-cpu bench-load bench-chaos bench-profile bench-trace venv clean compilemessages messages
+.PHONY: run test test-integration services stop lint soak bench bench-assistant bench-contention bench-runtime bench-cpu bench-load bench-chaos bench-profile bench-trace bench-peers venv clean compilemessages messages
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12+ is required (Django 6)."; exit 1; }
@@ -25,6 +25,12 @@ $(VENV)/.installed: pyproject.toml
 	@touch $@
 
 venv: $(VENV)/.installed
+
+# The peers of bench/peers.py (LangGraph, DBOS, the OpenAI Agents SDK): a benchmark extra of
+# pyproject.toml, installed into the venv only for the benchmarks, never a product dependency.
+$(VENV)/.installed-bench-peers: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install --quiet -e '.[test,bench-peers]'
+	@touch $@
 
 run: venv compilemessages
 	$(PY) -m config.run
@@ -66,7 +72,7 @@ lint: venv
 
 # Every benchmark listed in bench/report.py, each on fresh embedded servers of its own; one
 # report: var/bench/report.json and the table bench/REPORT.md (BENCH_ONLY=load,chaos for some).
-bench: venv
+bench: venv $(VENV)/.installed-bench-peers
 	$(PY) bench/report.py
 
 # The assistant's evaluation set on fresh servers: understood / wrong / asked per language, pass^k.
@@ -96,6 +102,12 @@ SOAK_LOAD ?= 2
 soak: venv
 	$(PY) -m config.devservers exec --var var/soak --fresh --fast -- $(PY) bench/chaos.py --total-trials $(SOAK_TRIALS) --load $(SOAK_LOAD) --out bench/soak.json; \
 	status=$$?; $(PY) bench/report.py --soak; exit $$status
+
+# The product against LangGraph, DBOS, the OpenAI Agents SDK and bare psycopg on the same
+# two-call booking (bench/README.md); var/bench/peers.json, then bench/REPORT.md's peers section.
+bench-peers: $(VENV)/.installed-bench-peers
+	$(PY) -m config.devservers exec --var var/bench-peers --fresh --fast -- $(PY) bench/peers.py $(BENCH_ARGS); \
+	status=$$?; $(PY) bench/report.py --peers; exit $$status
 
 bench-profile: venv
 	$(PY) -m config.devservers exec --var var/bench-profile --fresh --fast -- $(PY) bench/profile_run.py

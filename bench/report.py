@@ -12,6 +12,7 @@ and the machine: cores, memory, load, Python, PostgreSQL and Redis versions.
     BENCH_NOTE="shared with 7 other jobs" make bench
     .venv/bin/python bench/report.py --markdown  # the table again, from var/bench/report.json
     .venv/bin/python bench/report.py --soak      # only the soak section, from bench/soak.json
+    .venv/bin/python bench/report.py --peers     # only the peers section, from var/bench/peers.json
 
 Writes var/bench/report.json and bench/REPORT.md (committed; the README links it). Exits 1 if
 any benchmark failed.
@@ -39,6 +40,30 @@ REPORT_MD = ROOT / "bench" / "REPORT.md"
 # soak runs for an hour and is not part of `make bench`.
 SOAK_JSON = ROOT / "bench" / "soak.json"
 SOAK_HEADING = "## Soak (`make soak`)"
+# `make bench-peers` (and `make bench`) keep the peers' figures here (committed), so that the
+# report's peers section survives a `make bench` that skipped them (BENCH_ONLY).
+PEERS_JSON = ROOT / "bench" / "peers.json"
+PEERS_RUN_JSON = ROOT / "var" / "bench" / "peers.json"
+PEERS_HEADING = "## Peers (`make bench-peers`)"
+PEERS_ROWS = (  # (system, what it is)
+    ("product", "the product: POST /api/runs, web + Celery worker"),
+    ("langgraph_sync", "LangGraph + PostgresSaver, durability=sync"),
+    ("dbos_transactions", "DBOS, two datasource transactions"),
+    ("dbos_steps", "DBOS, two @DBOS.step"),
+    ("openai_agents", "OpenAI Agents SDK, no persistence"),
+    ("bare_psycopg", "bare psycopg SELECT + INSERT"),
+    ("product_approval", "the product, HIGH call approved at once"),
+    ("langgraph_interrupt", "LangGraph interrupt(), resumed at once"),
+)
+PEERS_COLUMNS = (
+    ("p50 ms at 1", "p50_ms_at_1"),
+    ("CPU ms/run at 1", "cpu_ms_per_run_at_1"),
+    ("runs/s at 16", "runs_per_s_at_16"),
+    ("p95 ms at 16", "p95_ms_at_16"),
+    ("CPU ms/run at 16", "cpu_ms_per_run_at_16"),
+    ("of it PostgreSQL", "postgres_cpu_ms_per_run_at_16"),
+    ("statements/run", "statements_per_run_at_16|statements_per_run_at_1"),
+)
 SOAK_VIOLATIONS = (
     ("duplicates", "duplicates"),
     ("lost bookings", "lost_bookings"),
@@ -109,6 +134,37 @@ BENCHMARKS = [
         ),
     ),
     Bench("trace", "trace_latency.py"),
+    Bench(
+        "peers",
+        "peers.py",
+        (
+            (
+                "CPU ms per run at 16: product / LangGraph sync / DBOS transactions",
+                "systems.product.cpu_ms_per_run_at_16|systems.langgraph_sync.cpu_ms_per_run_at_16"
+                "|systems.dbos_transactions.cpu_ms_per_run_at_16",
+            ),
+            (
+                "runs/s at 16: product / LangGraph sync / DBOS transactions",
+                "systems.product.runs_per_s_at_16|systems.langgraph_sync.runs_per_s_at_16"
+                "|systems.dbos_transactions.runs_per_s_at_16",
+            ),
+            (
+                "p95 ms at 16: product / LangGraph sync / DBOS transactions",
+                "systems.product.p95_ms_at_16|systems.langgraph_sync.p95_ms_at_16"
+                "|systems.dbos_transactions.p95_ms_at_16",
+            ),
+            (
+                "p50 ms one at a time: product / LangGraph sync",
+                "systems.product.p50_ms_at_1|systems.langgraph_sync.p50_ms_at_1",
+            ),
+            (
+                "approval p50 ms: product / LangGraph interrupt()",
+                "systems.product_approval.p50_ms_at_1|systems.langgraph_interrupt.p50_ms_at_1",
+            ),
+            ("issue 25 targets met", "targets_met"),
+            ("failed runs", "error_count"),
+        ),
+    ),
     Bench(
         "chaos",
         "chaos.py",
@@ -261,7 +317,65 @@ def markdown(report: dict[str, Any]) -> str:
         for i, (label, value) in enumerate(headline(bench, result["figures"])):
             first = f"{name} ({result['seconds']} s)" if i == 0 else ""
             lines.append(f"| {first} | {label} | {value} |")
-    return "\n".join(lines) + "\n" + soak_markdown()
+    return "\n".join(lines) + "\n" + peers_markdown() + soak_markdown()
+
+
+def _figure(figures: dict[str, Any], path: str) -> str:
+    for key in path.split("|"):
+        if figures.get(key) is not None:
+            return str(figures[key])
+    return "-"
+
+
+def peers_markdown() -> str:
+    """The peers' section: every system's medians and the issue's targets (empty when no
+    peers run was recorded)."""
+    if not PEERS_JSON.exists():
+        return ""
+    peers = json.loads(PEERS_JSON.read_text())
+    settings, systems = peers["settings"], peers["systems"]
+    lines = [
+        "",
+        PEERS_HEADING,
+        "",
+        f"Recorded {peers.get('recorded_at', '?')} at commit `{peers.get('commit', '?')}`: the "
+        "same two-call booking on every system (bench/README.md), medians over "
+        f"{settings['rounds']} interleaved rounds; per round {settings['runs_one_at_a_time_per_round']}"
+        f" runs one at a time ({settings['approved_runs_per_round']} on the approval paths) and "
+        f"{settings['batches_per_round']} batches of {settings['concurrent']} at once. CPU: every "
+        "process of the system and PostgreSQL; statements: "
+        f"{peers['method']['statements']}. Failed runs: {peers.get('error_count', '?')}.",
+        "",
+        "| system | " + " | ".join(label for label, _ in PEERS_COLUMNS) + " |",
+        "|---|" + "---|" * len(PEERS_COLUMNS),
+    ]
+    for name, label in PEERS_ROWS:
+        if name in systems:
+            cells = [_figure(systems[name], path) for _, path in PEERS_COLUMNS]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines += ["", "| issue 25 target | value | bound | met |", "|---|---|---|---|"]
+    for t in peers.get("targets", []):
+        bound = f"<= {t['max']}" if "max" in t else f">= {t['min']}"
+        lines.append(
+            f"| {t['figure']}: {t['ratio']} | {t['value']} | {bound} | "
+            f"{'yes' if t['met'] else '**no**'} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def peers_record(figures: dict[str, Any]) -> None:
+    """Keep a peers run's figures (with the commit) as bench/peers.json."""
+    PEERS_JSON.write_text(json.dumps(figures | {"commit": commit()}, indent=2) + "\n")
+
+
+def peers_section_rewrite() -> None:
+    """REPORT.md with its peers section replaced by var/bench/peers.json's (kept as
+    bench/peers.json); the table above and the soak section below kept."""
+    if PEERS_RUN_JSON.exists():
+        peers_record(json.loads(PEERS_RUN_JSON.read_text()))
+    text = REPORT_MD.read_text() if REPORT_MD.exists() else ""
+    table = text.split("\n" + PEERS_HEADING, 1)[0].split("\n" + SOAK_HEADING, 1)[0]
+    REPORT_MD.write_text(table.rstrip("\n") + "\n" + peers_markdown() + soak_markdown())
 
 
 def soak_markdown() -> str:
@@ -306,9 +420,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--markdown", action="store_true", help="rewrite REPORT.md only")
     parser.add_argument("--soak", action="store_true", help="rewrite REPORT.md's soak section")
+    parser.add_argument("--peers", action="store_true", help="rewrite REPORT.md's peers section")
     args = parser.parse_args(argv)
     if args.soak:
         soak_section_rewrite()
+        return 0
+    if args.peers:
+        peers_section_rewrite()
         return 0
     if args.markdown:
         REPORT_MD.write_text(markdown(json.loads(REPORT_JSON.read_text())))
@@ -321,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
     load_before = [round(x, 2) for x in os.getloadavg()]
     started = datetime.now(UTC)
     results = {b.name: run(b) for b in BENCHMARKS if not only or b.name in only}
+    if results.get("peers", {}).get("figures"):
+        peers_record(results["peers"]["figures"])
     report = {
         "generated_at": started.strftime("%Y-%m-%d %H:%M UTC"),
         "commit": commit(),
