@@ -21,6 +21,7 @@ from agentops.mcp.conformance import catalogue
 
 # Each fixture registers itself in the tables of ``_base`` where it is defined, on import.
 from agentops.mcp.conformance import input_required as input_required
+from agentops.mcp.conformance import tasks as tasks
 from agentops.mcp.conformance import tools as tools
 from agentops.mcp.conformance._base import TOOLS, Ctx, serves
 
@@ -56,3 +57,4 @@ def install(server: Server) -> None:
         server.add_request_handler(method, params_type, handler)
     for method in CACHEABLE:
         server.cache_hints.setdefault(method, FIXTURE_CACHE)
+    tasks.install(server)

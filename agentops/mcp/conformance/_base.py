@@ -10,7 +10,7 @@ import json
 import wave
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
@@ -18,8 +18,10 @@ from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 Ctx = ServerRequestContext[Any, Any]
-ToolAnswer = types.CallToolResult | types.InputRequiredResult
+# A task-supporting fixture may also answer a CreateTaskResult, which the SDK has no model of.
+ToolAnswer = types.CallToolResult | types.InputRequiredResult | dict[str, Any]
 ToolRun = Callable[[Ctx, types.CallToolRequestParams], Awaitable[ToolAnswer]]
+TaskSupport = Literal["optional", "required"]
 PromptAnswer = types.GetPromptResult | types.InputRequiredResult
 PromptRun = Callable[[Ctx, types.GetPromptRequestParams], PromptAnswer]
 
@@ -79,10 +81,22 @@ def serves(era: Era, ctx: Ctx) -> bool:
 
 
 def tool(
-    name: str, description: str, *, schema: dict[str, Any] | None = None, era: Era = Era.BOTH
+    name: str,
+    description: str,
+    *,
+    schema: dict[str, Any] | None = None,
+    era: Era = Era.BOTH,
+    task_support: TaskSupport | None = None,
 ) -> Callable[[ToolRun], ToolRun]:
+    execution = None if task_support is None else types.ToolExecution(task_support=task_support)
+
     def register(run: ToolRun) -> ToolRun:
-        spec = types.Tool(name=name, description=description, input_schema=schema or NO_ARGUMENTS)
+        spec = types.Tool(
+            name=name,
+            description=description,
+            input_schema=schema or NO_ARGUMENTS,
+            execution=execution,
+        )
         TOOLS[name] = FixtureTool(spec, run, era)
         return run
 

@@ -4,14 +4,19 @@ era; with it, the fixtures sit beside the product's tools, which still go throug
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 import pytest
 from django.conf import settings
 from mcp.shared.exceptions import MCPError
 
 from accounts.services import token_issue
 from agentops.mcp.conformance import TOOLS
+from agentops.mcp.conformance.tasks import MOVES, FixtureTask, Status, move
 from agentops.models import Action
 from tests.agentops.mcp.conftest import database_url, mcp_client, run_async, uvicorn_start
+from tests.agentops.mcp.test_modern import Wire, reserve
 from tests.conftest import slot
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
@@ -97,3 +102,69 @@ def test_the_profile_serves_the_fixtures_beside_the_products_governed_tools(
     assert product.structured_content["signal"] == "green"
     # Only the product's call went through the recorder: the fixture left no action.
     assert list(Action.objects.values_list("tool", flat=True)) == ["find_available_rooms"]
+
+
+def test_fixture_tasks_ask_resume_and_cancel_beside_the_products_own_tasks(
+    conformance_server, e17, e23
+):
+    wire = Wire(conformance_server, token_issue(user=e17), tasks=True)
+    product_task = wire.call("reserve_room", reserve())["taskId"]
+    created = wire.call("confirm_delete", {"filename": "a.txt"})
+    assert created["resultType"] == "task" and "inputRequests" not in created
+    task_id = created["taskId"]
+    assert len(task_id) >= 32 and task_id != product_task
+
+    asked = _polled(wire, task_id, "input_required")
+    # Another subject's view: unknown, as for the product's tasks.
+    other = Wire(conformance_server, token_issue(user=e23), tasks=True)
+    assert other.error("tasks/get", {"taskId": task_id})["code"] == -32602
+    assert other.error("tasks/cancel", {"taskId": task_id})["code"] == -32602
+    (key,) = asked["inputRequests"]
+    assert asked["inputRequests"][key]["method"] == "elicitation/create"
+    # A key that is not outstanding is acknowledged and ignored; the task still waits.
+    assert wire.result("tasks/update", {"taskId": task_id, "inputResponses": {"other": {}}}) == {
+        "resultType": "complete",
+        "_meta": asked["_meta"],
+    }
+    assert wire.result("tasks/get", {"taskId": task_id})["inputRequests"].keys() == {key}
+    answer = {"action": "accept", "content": {"confirm": True}}
+    wire.result("tasks/update", {"taskId": task_id, "inputResponses": {key: answer}})
+    done = _polled(wire, task_id, "completed")
+    assert done["result"]["content"][0]["text"] == "Deleted a.txt."
+
+    running = wire.call("slow_compute", {"seconds": 60})["taskId"]
+    assert wire.result("tasks/cancel", {"taskId": running})["resultType"] == "complete"
+    assert wire.result("tasks/get", {"taskId": running})["status"] == "cancelled"
+
+    # The product's task is still the product's, and so is every refusal.
+    assert "approver" in wire.result("tasks/get", {"taskId": product_task})["statusMessage"]
+    assert wire.error("tasks/get", {"taskId": "x" * 40})["code"] == -32602
+    undeclared = Wire(conformance_server, wire.token)
+    assert undeclared.error("tasks/get", {"taskId": task_id})["code"] == -32021
+    assert undeclared.error("tools/call", {"name": "failing_job", "arguments": {}})["code"] == (
+        -32021
+    )
+    assert list(Action.objects.values_list("tool", flat=True)) == ["reserve_room"]
+
+
+def test_a_fixture_task_moves_only_as_its_table_allows():
+    terminal = {status for status, moves in MOVES.items() if not moves}
+    assert terminal == {Status.COMPLETED, Status.FAILED, Status.CANCELLED}
+    assert set(MOVES) == set(Status)
+    task = FixtureTask(task_id="t")
+    with pytest.raises(RuntimeError, match="cannot move from working to working"):
+        move(task, Status.WORKING)
+    move(task, Status.CANCELLED)
+    with pytest.raises(RuntimeError, match="cannot move from cancelled to completed"):
+        move(task, Status.COMPLETED)
+
+
+def _polled(wire: Wire, task_id: str, status: str) -> dict[str, Any]:
+    """Poll until the task shows ``status``; fail the test if it does not within 5 seconds."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        task = wire.result("tasks/get", {"taskId": task_id})
+        if task["status"] == status:
+            return task
+        time.sleep(0.05)
+    pytest.fail(f"task {task_id} did not reach {status}: {task}")
