@@ -23,7 +23,7 @@ class AgentopsConfig(AppConfig):
 
             gateway_register()
         install_governor(tool_call_governed)
-        install_broadcaster(trace.broadcast)
+        install_broadcaster(trace.broadcast, listen=trace.watch, unlisten=trace.unwatch)
         approval_settled.connect(approval.on_settled, dispatch_uid="agentops.approval_settled")
         approval_refresh_requested.connect(
             approval.on_refresh, dispatch_uid="agentops.approval_refresh"

@@ -10,11 +10,12 @@ from datetime import date, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs
 
+from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 from django.db import transaction
 from django.utils import timezone
 
-from agentops.contract import broadcast
+from agentops.contract import broadcast, broadcast_listen, broadcast_unlisten
 from bookings.notices import user_group
 
 NOT_SIGNED_IN = 4401
@@ -70,18 +71,29 @@ class ScheduleConsumer(AsyncWebsocketConsumer):
             await self.close(code=BAD_TOPIC)
             return
         self.groups_joined = [group]
+        await _listen(group, self.channel_name)  # first: no poke falls between
         await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
         for group in self.groups_joined:
             await self.channel_layer.group_discard(group, self.channel_name)
+            await _unlisten(group, self.channel_name)
 
     async def receive(self, text_data: Any = None, bytes_data: Any = None) -> None:
         """One-way: nothing a client sends decides anything."""
 
     async def schedule_changed(self, message: dict[str, Any]) -> None:
         await self.send(text_data=CHANGED)
+
+
+async def _listen(group: str, channel: str) -> None:
+    """Pokes are sent only to groups someone listens to (agentops.contract.broadcast)."""
+    await sync_to_async(broadcast_listen, thread_sensitive=False)(group, channel)
+
+
+async def _unlisten(group: str, channel: str) -> None:
+    await sync_to_async(broadcast_unlisten, thread_sensitive=False)(group, channel)
 
 
 def _topic(query: str) -> str | None:
@@ -106,6 +118,7 @@ class MyBookingsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=NOT_SIGNED_IN)
             return
         self.group = user_group(user.pk)
+        await _listen(self.group, self.channel_name)  # first: no poke falls between
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
 
@@ -113,6 +126,7 @@ class MyBookingsConsumer(AsyncJsonWebsocketConsumer):
         group = getattr(self, "group", None)
         if group is not None:
             await self.channel_layer.group_discard(group, self.channel_name)
+            await _unlisten(group, self.channel_name)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """One-way: nothing a client sends decides anything."""

@@ -19,6 +19,8 @@ from agentops.contract.envelope import (
 )
 from agentops.contract.governance import (
     broadcast,
+    broadcast_listen,
+    broadcast_unlisten,
     governed_call,
     install_broadcaster,
     install_governor,
@@ -89,6 +91,8 @@ __all__ = [
     "ToolSpec",
     "Verification",
     "broadcast",
+    "broadcast_listen",
+    "broadcast_unlisten",
     "canonical_json",
     "failure",
     "governed_call",

@@ -4,7 +4,8 @@ start-up (a domain app never imports the runtime):
 - ``governed_call``: a governed call, with the same gate, policy, approvals, idempotency and
   trace as the assistant and the API;
 - ``broadcast``: a message to a channel-layer group (a screen's live poke), sent in the
-  background by the runtime's one pushing thread: lossy, it never blocks the caller."""
+  background by the runtime's one pushing thread: lossy, it never blocks the caller; sent only
+  to a group some consumer listens to (``broadcast_listen``)."""
 
 from __future__ import annotations
 
@@ -36,18 +37,38 @@ def governed_call(
 
 
 Broadcaster = Callable[[str, dict[str, Any]], None]
+Listener = Callable[[str, str], None]  # (group, channel name)
 _broadcasters: list[Broadcaster] = []
+_listeners: list[tuple[Listener, Listener]] = []
 
 
-def install_broadcaster(broadcaster: Broadcaster) -> None:
+def install_broadcaster(
+    broadcaster: Broadcaster, *, listen: Listener | None = None, unlisten: Listener | None = None
+) -> None:
     _broadcasters[:] = [broadcaster]
+    _listeners[:] = [(listen, unlisten)] if listen is not None and unlisten is not None else []
 
 
 def broadcast(group: str, message: dict[str, Any]) -> None:
     """Send ``message`` to channel-layer ``group`` in the background; call it after your
-    commit. Nothing installed (a script without the runtime): nothing is sent."""
+    commit. Only a group some consumer listens to is sent to (``broadcast_listen``): a poke
+    nobody can hear costs nothing. Nothing installed (a script without the runtime): nothing is
+    sent."""
     if _broadcasters:
         _broadcasters[0](group, message)
+
+
+def broadcast_listen(group: str, channel: str) -> None:
+    """Mark ``group`` listened to by ``channel``: a consumer calls it (blocking: from a thread)
+    before it joins the group, so every broadcast after that reaches it."""
+    if _listeners:
+        _listeners[0][0](group, channel)
+
+
+def broadcast_unlisten(group: str, channel: str) -> None:
+    """``channel`` left ``group`` (after the consumer's group_discard)."""
+    if _listeners:
+        _listeners[0][1](group, channel)
 
 
 # --- the end of a run, announced to the domain -------------------------------------------------

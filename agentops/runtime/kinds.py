@@ -8,7 +8,7 @@ trace) and differ only in what this table says. Each rule is read in one place:
 | ``after_call``: a settled call leads to | ``runs.action_settled`` / ``runs.resume_if_clear`` | the next step | the run's end | the client's next call |
 | ``approval_holds_run``: a call waiting for an approver | ``recorder`` (proposal, precheck) | holds the run | holds the run | holds only the call |
 | ``transient_retries``: yellow failures retried with backoff | ``recorder.finish_locked`` | yes | no (the caller retries) | no |
-| ``same_call_once``: a second write of an intent already confirmed in the run | ``recorder.action_call`` | answers from the first | (one call) | each call its own |
+| ``same_call_once``: a second write of an intent already confirmed in the run | ``recorder._key_claim`` | answers from the first | (one call) | each call its own |
 | ``refusal_ends_run``: a gate refusal | ``recorder`` | (the model sees it) | ends the run | only budget or loop |
 | ``compensates``: confirmed writes released at failure or cancel | ``saga.run_end`` | yes | no | no |
 | ``swept``: the sweeper steps it when it sits idle | ``sweeper.sweep`` | yes | yes | no (sessions expire instead) |

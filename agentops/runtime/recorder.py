@@ -15,7 +15,7 @@ import logging
 import random
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import transaction
@@ -45,6 +45,7 @@ from agentops.models import (
 )
 from agentops.runtime import approval, gate, registry
 from agentops.runtime.idempotency import (
+    Claim,
     ClaimState,
     idempotency_claim,
     idempotency_complete,
@@ -71,6 +72,15 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class KeyClaim:
+    """What a write found before its call: an earlier identical success of its run (``done``,
+    answered from), or its idempotency key's claim."""
+
+    done: Action | None = None
+    claim: Claim | None = None
+
+
+@dataclass(frozen=True)
 class Started:
     run: AgentRun
     action: Action
@@ -79,6 +89,9 @@ class Started:
     ctx: CallContext
     faults: list[dict[str, Any]]
     alone: bool = False  # the only call of its turn: settled, the turn needs no read
+    # A write's key, claimed in the transaction that started it (begin_locked): its intent is
+    # committed with the start, one commit instead of two. None: action_call claims it.
+    key_claim: KeyClaim | None = None
 
 
 @dataclass(frozen=True)
@@ -116,11 +129,20 @@ def _precheck(run: AgentRun, action: Action, spec: ToolSpec, ctx: CallContext, a
 
 
 def begin_locked(
-    run: AgentRun, action: Action, *, recheck: bool = True, alone: bool = False
+    run: AgentRun,
+    action: Action,
+    *,
+    recheck: bool = True,
+    alone: bool = False,
+    actions: list[Action] | None = None,
 ) -> Started | None:
     """Start a queued action. The caller holds the run lock. None if it must not run (then it
     is cancelled or refused, and the run goes on). ``alone``: the caller proposed it as the
-    only call of its turn."""
+    only call of its turn; ``actions``: the run's actions, read under the lock the caller
+    holds (spares a write's look for an earlier identical success a read).
+
+    A write's idempotency key is claimed here, in the caller's transaction: its pending intent
+    (the running action and the key in progress) commits with it, before the call is made."""
     spec = registry.get(action.tool)
     undo = action.compensates_id is not None
     if run.is_terminal or (run.status in ROLLBACK_RUN_STATUSES and not undo):
@@ -185,7 +207,12 @@ def begin_locked(
     if run.faults:  # which call of this tool this is, for injected faults only
         call_number = sum(run.actions.filter(tool=action.tool).values_list("attempts", flat=True))
         faults = faults_for(run.faults, action.tool, call_number)
-    return Started(run, action, spec, args, ctx, faults, alone)
+    key_claim = (
+        None
+        if spec.meta.readonly or not action.idempotency_key
+        else _key_claim(run, action, actions)
+    )
+    return Started(run, action, spec, args, ctx, faults, alone, key_claim)
 
 
 def action_begin(action_id: Any, *, run_id: Any = None) -> Started | None:
@@ -199,19 +226,50 @@ def action_begin(action_id: Any, *, run_id: Any = None) -> Started | None:
 # --- 2. call ----------------------------------------------------------------------------------
 
 
+def _same_succeeded(action: Action, actions: list[Action]) -> Action | None:
+    """action_same_succeeded on the run's actions as read under its lock (in proposal order)."""
+    return next(
+        (
+            a
+            for a in actions
+            if a.tool == action.tool
+            and a.params_digest == action.params_digest
+            and a.status == ActionStatus.SUCCEEDED
+            and a.pk != action.pk
+        ),
+        None,
+    )
+
+
+def _key_claim(run: AgentRun, action: Action, actions: list[Action] | None = None) -> KeyClaim:
+    """A write's look for an earlier identical success of its run, else its key's claim
+    (``actions``: the run's actions read under the caller's run lock)."""
+    # A run never writes twice for an intent it already holds a confirmed receipt for.
+    if rules(run).same_call_once:
+        done = (
+            action_same_succeeded(action) if actions is None else _same_succeeded(action, actions)
+        )
+        if done is not None:
+            return KeyClaim(done=done)
+    digest = request_digest(tool=action.tool, subject_id=run.subject_id, params=action.params)
+    return KeyClaim(
+        claim=idempotency_claim(
+            key=action.idempotency_key, tool=action.tool, subject_id=run.subject_id, digest=digest
+        )
+    )
+
+
 def action_call(started: Started) -> Called:
-    """Invoke the tool; writes under the action's idempotency key. Holds no lock."""
+    """Invoke the tool; writes under the action's idempotency key (claimed as the action
+    started, or here). Holds no lock."""
     run, action, spec = started.run, started.action, started.spec
     if spec.meta.readonly or not action.idempotency_key:
         return Called(*invoke(spec, started.ctx, started.args, faults=started.faults))
-    # A run never writes twice for an intent it already holds a confirmed receipt for.
-    done = rules(run).same_call_once and action_same_succeeded(action)
-    if done:
+    key_claim = started.key_claim or _key_claim(run, action)
+    claim = key_claim.claim
+    if claim is None:  # an earlier identical success of the run answers
+        done = cast(Action, key_claim.done)
         return Called(done.result | {"deduplicated_from": str(done.pk)}, Signal.GREEN)
-    digest = request_digest(tool=action.tool, subject_id=run.subject_id, params=action.params)
-    claim = idempotency_claim(
-        key=action.idempotency_key, tool=action.tool, subject_id=run.subject_id, digest=digest
-    )
     if claim.state == ClaimState.REPLAY:
         return Called(*_replayed(spec, started.ctx, claim.response))
     if claim.state == ClaimState.REUSE:

@@ -168,7 +168,9 @@ def _apply_step(run_id: Any, turn: int, step: Step, roles: frozenset[str]) -> No
         if waiting:
             run_move(run, RunStatus.WAITING_APPROVAL, payload={"turn": turn})
         elif len(queued) == 1:  # the step's one call: gated in this transaction, start it here
-            started = begin_locked(run, queued[0], recheck=False, alone=len(created) == 1)
+            started = begin_locked(
+                run, queued[0], recheck=False, alone=len(created) == 1, actions=actions
+            )
             if started is not None:
                 continue_here(started_call_finish, started)
         else:

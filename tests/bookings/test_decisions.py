@@ -12,7 +12,7 @@ from channels.layers import get_channel_layer
 from django.core import mail
 from django.utils import timezone
 
-from agentops.contract import run_finished_announce
+from agentops.contract import broadcast_listen, run_finished_announce
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from bookings.models import Booking, BookingSeries
@@ -53,6 +53,9 @@ class Listener:
     def __init__(self, user):
         self.layer = get_channel_layer()
         self.channel = async_to_sync(self.layer.new_channel)()
+        # As My bookings' consumer does: listened to first, then joined (pokes go only to
+        # groups someone listens to).
+        broadcast_listen(user_group(user.pk), self.channel)
         async_to_sync(self.layer.group_add)(user_group(user.pk), self.channel)
 
     def notices(self) -> list[str]:

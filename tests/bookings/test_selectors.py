@@ -142,3 +142,13 @@ def test_a_booking_is_found_by_its_key_with_its_room(world, e17):
     assert _rows([found.room]) == _rows([reference.room])
     assert type(found.during) is type(reference.during)  # a range object, as the ORM gives it
     assert selectors.booking_get_by_key(idempotency_key="no-such-key") is None
+
+
+def test_room_names_read_what_the_queryset_read(world):
+    reference = list(
+        Room.objects.filter(sandbox=False).order_by("code").values_list("code", "name", "bookable")
+    )
+    names = selectors.room_names()
+    assert names == reference
+    assert world["rooms"]["shut"].code in {code for code, _, _ in names}  # not bookable: named
+    assert world["rooms"]["drill"].code not in {code for code, _, _ in names}
