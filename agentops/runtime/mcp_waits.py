@@ -28,7 +28,13 @@ from django.db import transaction
 from django.utils import timezone
 
 from agentops.contract import Reason, failure
-from agentops.models import Action, ActionStatus, McpHandle, McpHandleKind
+from agentops.models import (
+    UNSETTLED_ACTION_STATUSES,
+    Action,
+    ActionStatus,
+    McpHandle,
+    McpHandleKind,
+)
 from agentops.runtime import ratelimit
 from agentops.runtime.proposals import call_digest
 from approvals.selectors import approval_request_latest
@@ -157,6 +163,9 @@ def _task(handle: McpHandle, task_id: str) -> dict[str, Any]:
         task["statusMessage"] = (
             "Waiting for an approver." if waiting else "Approved; the call is running."
         )
+    elif action.status in UNSETTLED_ACTION_STATUSES:  # a task can wait for the operators too
+        task["status"] = "working"
+        task["statusMessage"] = "Whether the call took effect is being checked by an operator."
     elif action.status == ActionStatus.CANCELLED:
         task["status"] = "cancelled"
         task["statusMessage"] = "Cancelled before it ran; nothing was done."

@@ -113,3 +113,20 @@ def test_a_retry_over_the_call_limit_is_yellow_and_keeps_its_state(transactional
     assert limited is not None and limited[0] == action_id
     assert (limited[1]["signal"], limited[1]["code"]) == ("yellow", "rate_limited")
     assert McpHandle.objects.get().used_at is None  # the retry after may still use it
+
+
+def test_a_task_whose_write_is_unclear_stays_working_until_an_operator_settles_it(
+    transactional_db, e17
+):
+    _, action_id = waiting_call(e17)
+    task_id = task_create(user_id=e17.pk, action_id=action_id)["taskId"]
+    Action.objects.filter(pk=action_id).update(status="unknown_outcome")
+
+    task = task_get(user_id=e17.pk, task_id=task_id)
+    assert task["status"] == "working" and "operator" in task["statusMessage"]
+    assert "envelope" not in task
+    Action.objects.filter(pk=action_id).update(
+        status="succeeded", result={"ok": True, "signal": "green", "data": {"booking_id": "B9"}}
+    )
+    done = task_get(user_id=e17.pk, task_id=task_id)
+    assert done["status"] == "completed" and done["envelope"]["data"]["booking_id"] == "B9"
