@@ -55,7 +55,7 @@ def _own_action(*, user_id: int, action_id: Any) -> Action | None:
         pk = uuid.UUID(str(action_id))
     except ValueError:
         return None
-    return Action.objects.filter(pk=pk, run__subject_id=user_id).select_related("run").first()
+    return Action.objects.filter(pk=pk, run__subject_id=user_id).first()
 
 
 def outcome(action: Action) -> dict[str, Any] | None:
@@ -178,7 +178,7 @@ def _task(handle: McpHandle, task_id: str) -> dict[str, Any]:
 def task_create(*, user_id: int, action_id: Any) -> dict[str, Any]:
     """A durable task for the caller's waiting action: readable by any web process before the
     answer that names it leaves."""
-    action = Action.objects.select_related("run").get(pk=action_id, run__subject_id=user_id)
+    action = Action.objects.get(pk=action_id, run__subject_id=user_id)
     task_id = secrets.token_urlsafe(24)
     deadline = action.proposal_deadline or timezone.now() + STATE_TTL
     handle = McpHandle.objects.create(
