@@ -190,7 +190,10 @@ class Action(models.Model):
     """A proposed tool call and everything the runtime did with it."""
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="actions")
+    # No index of its own: the unique (run, turn, call_index) index leads with the run.
+    run = models.ForeignKey(
+        AgentRun, on_delete=models.CASCADE, related_name="actions", db_index=False
+    )
     turn = models.PositiveIntegerField()
     call_index = models.PositiveIntegerField()
     tool = models.CharField(max_length=64)
@@ -262,7 +265,10 @@ class Action(models.Model):
 class TraceEvent(models.Model):
     """Every gate decision, proposal, execution, reconciliation and reply of a run, in order."""
 
-    run = models.ForeignKey(AgentRun, on_delete=models.CASCADE, related_name="events")
+    # No index of its own: the unique (run, seq) index leads with the run.
+    run = models.ForeignKey(
+        AgentRun, on_delete=models.CASCADE, related_name="events", db_index=False
+    )
     seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=40, choices=EventKind.choices)
     # No index of its own: events are read per run, in order (the unique (run, seq) index).

@@ -91,6 +91,11 @@ class ModelContext:
 
 
 class Planner(Protocol):
+    """A run's model. A planner may also say ``local = True``: it answers from the request and
+    the history alone, in this process, in about a millisecond (no remote model, nothing it
+    could wait on). The runtime then plans a run's next step while the call before it is being
+    recorded (agentops.runtime.steps.plan_ahead) instead of in a step of its own."""
+
     name: str
 
     def propose(self, ctx: ModelContext) -> Step: ...

@@ -10,6 +10,7 @@ from agentops.contract import ModelContext, Proposal, Step, StepOutcome
 
 class ScriptedPlanner:
     name = "scripted"
+    local = True  # answers in process, from the request and the history (Planner)
 
     def __init__(self, script: list[dict[str, Any]]) -> None:
         self.script = script

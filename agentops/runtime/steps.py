@@ -10,14 +10,16 @@ the call without locking the run again.
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from agentops.contract import CallContext, Delegation, Step
+from agentops.contract import CallContext, Delegation, Signal, Step
 from agentops.models import (
     OPEN_ACTION_STATUSES,
     WRITE_COUNTING_STATUSES,
@@ -28,15 +30,16 @@ from agentops.models import (
     RunStatus,
 )
 from agentops.runtime import gate, verifier
+from agentops.runtime.kinds import AfterCall, rules
 from agentops.runtime.locks import lock_run
 from agentops.runtime.model_context import build_context, planner_for
 from agentops.runtime.proposals import call_digest, proposal_record
 from agentops.runtime.queue import continue_here
-from agentops.runtime.recorder import begin_locked, started_call_finish
+from agentops.runtime.recorder import Called, NextStep, Started, begin_locked, started_call_finish
 from agentops.runtime.runs import advance_locked, writes_used
 from agentops.runtime.store import run_actions, run_with_subject, turn_claim
 from agentops.runtime.timing import Budgets
-from agentops.runtime.trace import trace_append
+from agentops.runtime.trace import run_save_with_event, trace_append
 from agentops.runtime.transitions import run_move
 
 log = logging.getLogger(__name__)
@@ -113,68 +116,160 @@ def _apply_step(run_id: Any, turn: int, step: Step, roles: frozenset[str]) -> No
             or any(a.turn == turn for a in actions)
         ):
             return
-        trace_append(
+        _apply_locked(run, actions, turn, step, roles)
+
+
+def _apply_locked(
+    run: Any,
+    actions: list[Action],
+    turn: int,
+    step: Step,
+    roles: frozenset[str],
+    *,
+    claim: bool = False,
+) -> None:
+    """_apply_step's work on the run locked and its actions read, at turn ``turn``; ``claim``:
+    the turn is taken here (the run's ``turn`` is saved with the step's event)."""
+    payload = {
+        "turn": turn,
+        "proposals": [{"tool": p.tool, "arguments": p.arguments} for p in step.proposals],
+        "message": step.message[:500],
+        "outcome": step.outcome.value if not step.proposals else "",
+    }
+    if claim:
+        run.turn = turn
+        run_save_with_event(run=run, fields=("turn",), kind=EventKind.MODEL_STEP, payload=payload)
+    else:
+        trace_append(run=run, kind=EventKind.MODEL_STEP, payload=payload)
+    if not step.proposals:
+        verifier.finish_with_verification(run, step, actions=actions)
+        return
+    ctx = CallContext(
+        user=run.subject, run_id=str(run.pk), delegation=Delegation.from_json(run.delegation)
+    )
+    budgets = Budgets.from_json(run.budgets)
+    writes_so_far = writes_used(run, actions)
+    waiting = False
+    created: list[Action] = []
+    for index, proposal in enumerate(step.proposals):
+        run.proposals += 1
+        usage = gate.RunUsage(
+            budgets=budgets,
+            proposals=run.proposals,
+            tool_calls=run.tool_calls,
+            past_deadline=timezone.now() >= run.deadline,
+            same_calls_before=functools.partial(_same_calls_before, actions, proposal),
+        )
+        verdict, action = proposal_record(
             run=run,
-            kind=EventKind.MODEL_STEP,
-            payload={
-                "turn": turn,
-                "proposals": [{"tool": p.tool, "arguments": p.arguments} for p in step.proposals],
-                "message": step.message[:500],
-                "outcome": step.outcome.value if not step.proposals else "",
-            },
+            ctx=ctx,
+            roles=roles,
+            turn=turn,
+            index=index,
+            tool=proposal.tool,
+            arguments=proposal.arguments,
+            writes_so_far=writes_so_far,
+            usage=usage,
+            run_fields=("proposals",),
         )
-        if not step.proposals:
-            verifier.finish_with_verification(run, step, actions=actions)
+        actions.append(action)
+        created.append(action)
+        if not action.readonly and action.status in WRITE_COUNTING_STATUSES:
+            writes_so_far += 1
+        waiting = waiting or action.status == ActionStatus.WAITING_APPROVAL
+        if verdict.decision == gate.GateDecision.ABORT:
+            # The gate's every refusal and abort carries its error (gate._refuse).
+            reason = verdict.error.reason  # type: ignore[union-attr]
+            verifier.finish_unverified(run, RunOutcome(reason.value))
             return
-        ctx = CallContext(
-            user=run.subject, run_id=str(run.pk), delegation=Delegation.from_json(run.delegation)
+    queued = [a for a in created if a.status == ActionStatus.QUEUED]
+    if waiting:
+        run_move(run, RunStatus.WAITING_APPROVAL, payload={"turn": turn})
+    elif len(queued) == 1:  # the step's one call: gated in this transaction, start it here
+        started = begin_locked(
+            run,
+            queued[0],
+            recheck=False,
+            alone=len(created) == 1,
+            actions=actions,
+            roles=roles,
+            ahead=plan_ahead,
         )
-        budgets = Budgets.from_json(run.budgets)
-        writes_so_far = writes_used(run, actions)
-        waiting = False
-        created: list[Action] = []
-        for index, proposal in enumerate(step.proposals):
-            run.proposals += 1
-            usage = gate.RunUsage(
-                budgets=budgets,
-                proposals=run.proposals,
-                tool_calls=run.tool_calls,
-                past_deadline=timezone.now() >= run.deadline,
-                same_calls_before=functools.partial(_same_calls_before, actions, proposal),
-            )
-            verdict, action = proposal_record(
-                run=run,
-                ctx=ctx,
-                roles=roles,
-                turn=turn,
-                index=index,
-                tool=proposal.tool,
-                arguments=proposal.arguments,
-                writes_so_far=writes_so_far,
-                usage=usage,
-                run_fields=("proposals",),
-            )
-            actions.append(action)
-            created.append(action)
-            if not action.readonly and action.status in WRITE_COUNTING_STATUSES:
-                writes_so_far += 1
-            waiting = waiting or action.status == ActionStatus.WAITING_APPROVAL
-            if verdict.decision == gate.GateDecision.ABORT:
-                # The gate's every refusal and abort carries its error (gate._refuse).
-                reason = verdict.error.reason  # type: ignore[union-attr]
-                verifier.finish_unverified(run, RunOutcome(reason.value))
-                return
-        queued = [a for a in created if a.status == ActionStatus.QUEUED]
-        if waiting:
-            run_move(run, RunStatus.WAITING_APPROVAL, payload={"turn": turn})
-        elif len(queued) == 1:  # the step's one call: gated in this transaction, start it here
-            started = begin_locked(
-                run, queued[0], recheck=False, alone=len(created) == 1, actions=actions
-            )
-            if started is not None:
-                continue_here(started_call_finish, started)
-        else:
-            advance_locked(run, turn, turn_actions=created)
+        if started is not None:
+            continue_here(started_call_finish, started)
+    else:
+        advance_locked(run, turn, turn_actions=created)
+
+
+# --- the next step, planned while a call is recorded -----------------------------------------
+#
+# A run of the offline planner spent as much on the plumbing of each step as on the step: its
+# own claim of the turn, a read of the actions for the model's view, a transaction that locks
+# the run and reads them again (five statements; bench/README.md, "issue 25"). A local planner
+# (Planner: answers in process, from the request and the history) plans the next step right
+# after the call, outside any lock, from the history its step read under the lock plus the
+# call's answer; the transaction that records the call then takes the turn and applies the
+# step, under the same lock, after the same checks a claim makes. Anything that no longer fits
+# leaves the step to a step of its own, as before.
+
+
+@dataclass(frozen=True)
+class PlannedStep(NextStep):
+    turn: int
+    step: Step
+    roles: frozenset[str]  # the roles the planner saw the tools of
+    seen: tuple[str, ...]  # the ids of the actions with a result it saw, in proposal order
+
+    def apply(self, run: Any, turn: int, *, roles: frozenset[str]) -> bool:
+        """Take turn ``turn`` and apply the step, on the run locked by the caller; False when
+        the turn is not this plan's, or it could not be claimed (TURN_CLAIM_SQL's checks), or
+        the roles or the history changed since it was planned."""
+        if turn != self.turn or roles != self.roles:
+            return False
+        if run.status != RunStatus.RUNNING or timezone.now() >= run.deadline:
+            return False  # the step of its own ends the run so (_unclaimed)
+        if turn > Budgets.from_json(run.budgets).max_turns:
+            return False
+        actions = run_actions(run)
+        if not _may_take(run, actions, turn) or run.turn != turn - 1:
+            return False
+        if tuple(str(a.pk) for a in actions if a.result is not None) != self.seen:
+            return False
+        _apply_locked(run, actions, turn, self.step, roles, claim=True)
+        return True
+
+
+def plan_ahead(started: Started, called: Called) -> PlannedStep | None:
+    """The run's next step, planned by a local planner from what the step that started this call
+    read and the call's answer; None when the call does not settle its turn (a retry, an
+    unknown outcome), the run's kind does not plan after a call, or the planner is not local or
+    raised (the step of its own then plans, and reports a failure)."""
+    run, action = started.run, started.action
+    if started.roles is None or started.actions is None or not started.alone:
+        return None
+    if called.signal not in (Signal.GREEN, Signal.RED) or rules(run).after_call != (
+        AfterCall.NEXT_STEP
+    ):
+        return None
+    planner = planner_for(run)
+    if not getattr(planner, "local", False):
+        return None
+    answered = copy.copy(action)
+    answered.result = called.envelope
+    history = [answered if a.pk == action.pk else a for a in started.actions]
+    ahead = copy.copy(run)
+    ahead.turn = action.turn + 1
+    try:
+        step = planner.propose(build_context(ahead, roles=started.roles, actions=history))
+    except Exception:  # the step of its own plans again, and records the failure
+        log.debug("planning ahead failed for run %s", run.pk, exc_info=True)
+        return None
+    return PlannedStep(
+        turn=action.turn + 1,
+        step=step,
+        roles=started.roles,
+        seen=tuple(str(a.pk) for a in history if a.result is not None),
+    )
 
 
 def _same_calls_before(actions: list[Action], proposal: Any) -> int:

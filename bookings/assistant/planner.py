@@ -20,6 +20,7 @@ OFFERED = 3  # free rooms named when the requested one cannot be booked
 
 class RulesPlanner:
     name = "rules"
+    local = True  # answers in process, from the request and the history (Planner)
 
     def propose(self, ctx: ModelContext) -> Step:
         from bookings.assistant import conversation_dicts, room_catalogue

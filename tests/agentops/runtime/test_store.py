@@ -388,7 +388,7 @@ def test_every_statement_is_one_psycopg_caches_the_parsing_of():
         for name, value in vars(store).items()
         if name.endswith("_SQL") and isinstance(value, str)
     }
-    assert len(statements) == 16
+    assert len(statements) == 17
     for name, statement in statements.items():
         sql = store._sql(statement)
         assert len(sql.encode()) <= 4096, name
