@@ -25,7 +25,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 
 def _request(days: int) -> str:
     start, end = slot(days=days)
-    return f"Book a room on {start:%Y-%m-%d} {start:%H:%M}-{end:%H:%M} for 3 people with a projector"
+    return (
+        f"Book a room on {start:%Y-%m-%d} {start:%H:%M}-{end:%H:%M} for 3 people with a projector"
+    )
 
 
 def _run_in_place(user, text: str, monkeypatch) -> tuple[AgentRun, int, int]:
