@@ -191,6 +191,20 @@ def test_times_are_wall_clock_in_the_given_tz() -> None:
     assert result.start_at.utcoffset() == timedelta(hours=-4)
 
 
+def test_a_turn_read_again_on_another_day_answers_for_that_day() -> None:
+    """A request's turn is read once per day and reused (reading._read_turn_once): the same
+    words read again on the same day give the same reading, and on the next day answer for
+    that day, never the first one's."""
+    text = "tomorrow 2-3pm for 3 people"
+    first = parse_booking_request(text, now=NOW, tz=SHANGHAI)
+    again = parse_booking_request(text, now=NOW + timedelta(minutes=5), tz=SHANGHAI)
+    next_day = parse_booking_request(text, now=NOW + timedelta(days=1), tz=SHANGHAI)
+
+    assert isinstance(first, BookingRequest) and isinstance(next_day, BookingRequest)
+    assert again == first and first.start_at == at("2026-09-27", "14:00")
+    assert next_day.start_at == at("2026-09-28", "14:00")
+
+
 def test_naive_now_is_read_in_tz() -> None:
     now = datetime(2026, 9, 26, 13, 0)
 
