@@ -8,6 +8,8 @@ each hop sends (every connection of the process, tool threads included).
     make bench-profile
     DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/profile_run.py [--runs 20] [--top 40]
 
+``--approval``: runs with a HIGH call (R16 for e17) that a01 approves at once.
+
 Prints statements per run, CPU ms per run (this process only: PostgreSQL and Redis are not in
 it) and the top functions by cumulative and by own time.
 """
@@ -47,6 +49,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument(
+        "--approval",
+        action="store_true",
+        help="runs that book R16 for e17 (a HIGH call): a01 approves each at once, in process",
+    )
     args = parser.parse_args()
 
     from bench.cpu_probe import Requests, setup_django
@@ -78,13 +85,28 @@ def main() -> None:
         run = start_run(user=users[username], request_text=text)
         return AgentRun.objects.get(pk=run.pk)
 
+    def approved() -> AgentRun:
+        """E17 books R16 (it needs an approval); a01 approves it at once, as the approvals
+        page's form does (the service it calls, without the HTTP request)."""
+        from approvals.models import ApprovalRequest
+        from approvals.services import approval_decide
+
+        _, text = requests.next()
+        text = text.replace("a room", "R16").replace(" with a projector", "")
+        run = start_run(user=users["e17"], request_text=text)
+        pending = ApprovalRequest.objects.get(run_ref=str(run.pk), status="pending")
+        approval_decide(request_id=pending.pk, approver=users["a01"], approve=True, reason="bench")
+        return AgentRun.objects.get(pk=run.pk)
+
+    run_one = approved if args.approval else one
+
     for _ in range(3):  # warm imports, schemas, prepared statements
-        one()
+        run_one()
     statements.clear()
     profiler = cProfile.Profile()
     t0, c0 = time.perf_counter(), time.process_time()
     profiler.enable()
-    runs = [one() for _ in range(args.runs)]
+    runs = [run_one() for _ in range(args.runs)]
     profiler.disable()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     not_ok = [r.status for r in runs if r.status != "succeeded"]

@@ -59,7 +59,7 @@ from agentops.runtime.kinds import rules
 from agentops.runtime.locks import lock_action, lock_action_with_roles
 from agentops.runtime.queue import enqueue_action
 from agentops.runtime.runs import action_settled, writes_used
-from agentops.runtime.store import action_same_succeeded
+from agentops.runtime.store import action_same_succeeded, run_actions
 from agentops.runtime.timing import (
     LEASE_GRACE,
     MAX_BACKOFF_S,
@@ -122,7 +122,18 @@ class Called:
 # --- 1. begin ---------------------------------------------------------------------------------
 
 
-def _precheck(run: AgentRun, action: Action, spec: ToolSpec, ctx: CallContext, args: BaseModel):
+def _precheck(
+    run: AgentRun,
+    action: Action,
+    spec: ToolSpec,
+    ctx: CallContext,
+    args: BaseModel,
+    *,
+    roles: frozenset[str],
+    actions: list[Action],
+):
+    """``roles``, ``actions``: the subject's roles and the run's actions, read just now under
+    the run lock."""
     if action.proposal_deadline is not None and timezone.now() >= action.proposal_deadline:
         return ToolError(
             Reason.EXPIRED,
@@ -130,12 +141,12 @@ def _precheck(run: AgentRun, action: Action, spec: ToolSpec, ctx: CallContext, a
             "This call was proposed too long ago to run now.",
             "Propose it again if it is still wanted.",
         )
-    writes_before = 0 if spec.meta.readonly else max(0, writes_used(run) - 1)
+    writes_before = 0 if spec.meta.readonly else max(0, writes_used(run, actions) - 1)
     verdict = gate.recheck(
         spec,
         args,
         ctx=ctx,
-        roles=user_roles(user=run.subject),
+        roles=roles,
         writes_before=writes_before,
         approved_risk=SideEffect(action.risk or spec.meta.side_effect),
     )
@@ -179,7 +190,14 @@ def begin_locked(
     ctx = action_context(run, action)
     # A compensation is the host's undo of the run's own confirmed write, outside what the
     # request delegated by nature; the tool still checks who may do it (e.g. one's own booking).
-    refusal = _precheck(run, action, spec, ctx, args) if recheck and not undo else None
+    refusal = None
+    if recheck and not undo:
+        roles = user_roles(user=run.subject)
+        if actions is None:
+            actions = run_actions(run)
+        # Read here, the run's actions also say whether this call is its turn's only one.
+        alone = alone or all(a.pk == action.pk for a in actions if a.turn == action.turn)
+        refusal = _precheck(run, action, spec, ctx, args, roles=roles, actions=actions)
     now = timezone.now()
     if refusal is not None and refusal.code in STALE_CODES:
         # A genuine approval that no longer fits: kept as evidence, the action frozen until a
@@ -236,12 +254,18 @@ def begin_locked(
     return Started(run, action, spec, args, ctx, faults, alone, key_claim, roles, actions, ahead)
 
 
-def action_begin(action_id: Any, *, run_id: Any = None) -> Started | None:
+def action_begin(
+    action_id: Any,
+    *,
+    run_id: Any = None,
+    ahead: Callable[[Started, Called], NextStep | None] | None = None,
+) -> Started | None:
+    """``ahead``: how to plan the run's next step while the call is made (Started.ahead)."""
     with transaction.atomic():
         locked = lock_action(action_id, run_id=run_id)
         if locked is None or locked[1].status != ActionStatus.QUEUED:
             return None  # a duplicate delivery, or the sweeper took it over
-        return begin_locked(*locked)
+        return begin_locked(*locked, ahead=ahead)
 
 
 # --- 2. call ----------------------------------------------------------------------------------
@@ -509,8 +533,13 @@ def started_call_finish(started: Started) -> None:
     )
 
 
-def action_execute(action_id: Any, *, run_id: Any = None) -> None:
-    """Execute one queued action of a run (the Celery task's body)."""
-    started = action_begin(action_id, run_id=run_id)
+def action_execute(
+    action_id: Any,
+    *,
+    run_id: Any = None,
+    ahead: Callable[[Started, Called], NextStep | None] | None = None,
+) -> None:
+    """Execute one queued action of a run (the Celery task's body; ``ahead``: Started.ahead)."""
+    started = action_begin(action_id, run_id=run_id, ahead=ahead)
     if started is not None:
         started_call_finish(started)

@@ -13,9 +13,11 @@ from django.db import connection
 from django.utils import timezone
 
 from agentops.models import Action, AgentRun, EventKind, TraceEvent
+from agentops.runtime import queue, steps
 from agentops.runtime import runs as runs_module
-from agentops.runtime import steps
 from agentops.runtime.runs import run_start
+from approvals.models import ApprovalRequest
+from approvals.services import approval_decide
 from bookings.models import Booking
 from tests.conftest import slot
 from tests.workers import release_faults, wait_for_run, wait_until
@@ -129,3 +131,46 @@ def test_a_run_past_its_deadline_when_the_call_is_recorded_ends_as_a_claim_would
     assert run.turn == 1  # the planned step was not taken
     assert not run.events.filter(kind=EventKind.MODEL_STEP, payload__turn=2).exists()
     assert Booking.objects.count() == 0
+
+
+def _approved_in_place(e17, a01, text: str, monkeypatch) -> tuple[AgentRun, int]:
+    """E17 books R16 (it needs an approval), carried out in this process; a01 approves, and the
+    decision's task body runs here too. The run and the turn claims it made."""
+    monkeypatch.setattr(queue, "_send", lambda name, args, countdown=None: None)
+    claims: list[int] = []
+    claim = steps.turn_claim
+    monkeypatch.setattr(
+        steps,
+        "turn_claim",
+        lambda run_id, turn, **kw: claims.append(turn) or claim(run_id, turn, **kw),
+    )
+    run = run_start(user=e17, request_text=text)
+    steps.run_step(run.pk, 1)
+    pending = ApprovalRequest.objects.get(run_ref=str(run.pk), status="pending")
+    assert approval_decide(request_id=pending.pk, approver=a01, approve=True, reason="ok").ok
+    runs_module.action_approval_settled(pending.action_ref)  # approval_settled_task's body
+    return AgentRun.objects.get(pk=run.pk), len(claims)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_approved_call_takes_the_step_after_it_in_the_transaction_that_records_it(
+    e17, approver, monkeypatch
+):
+    start, end = slot(days=8)
+    text = f"book R16 on {start:%Y-%m-%d} {start:%H:%M}-{end:%H:%M} for 3 people"
+    ahead, ahead_claims = _approved_in_place(e17, approver, text, monkeypatch)
+    monkeypatch.setattr(steps, "plan_ahead", lambda started, called: None)
+    start, end = slot(days=9)
+    text = f"book R16 on {start:%Y-%m-%d} {start:%H:%M}-{end:%H:%M} for 3 people"
+    alone, alone_claims = _approved_in_place(e17, approver, text, monkeypatch)
+
+    for run in (ahead, alone):
+        assert run.status == "succeeded" and run.outcome == "verified", run.reply
+        assert (
+            Booking.objects.filter(room__code="R16", requester=e17, status="confirmed")
+            .filter(idempotency_key=run.actions.get(tool="reserve_room").idempotency_key)
+            .exists()
+        )
+    assert _kinds(ahead) == _kinds(alone)
+    # The search's step and the approved write's each took the next step with them.
+    assert (ahead_claims, alone_claims) == (1, 3)
