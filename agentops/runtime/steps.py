@@ -16,7 +16,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 
 from agentops.contract import CallContext, Delegation, Signal, Step
@@ -59,29 +59,54 @@ def _may_take(run: Any, actions: list[Action], turn: int) -> bool:
 
 
 def run_step(run_id: Any, turn: int) -> None:
-    """Plan turn ``turn`` of the run. A duplicate delivery of the same turn does nothing."""
-    claimed = turn_claim(run_id, turn, now=timezone.now(), max_turns=Budgets().max_turns)
+    """Plan turn ``turn`` of the run. A duplicate delivery of the same turn does nothing.
+
+    The claim locks the run until its transaction ends. A local planner (Planner) plans in that
+    transaction and the step is applied there too: the claim, the step and its call's start
+    commit together, with no second lock of the run or read of its actions. Any other planner
+    plans after the claim has committed, outside any lock."""
+    with transaction.atomic():
+        claimed = turn_claim(run_id, turn, now=timezone.now(), max_turns=Budgets().max_turns)
+        if claimed is not None:
+            run, roles = claimed  # the roles as of the claim: the context and gate of this step
+            planner = planner_for(run)
+            if getattr(planner, "local", False):
+                # A first turn has no history: its claim found no call proposed in it, and none
+                # comes before.
+                actions = [] if turn == 1 else run_actions(run)
+                try:
+                    step = planner.propose(build_context(run, roles=roles, actions=actions))
+                except DatabaseError:
+                    raise  # the transaction is lost: the claim with it, and the sweeper steps again
+                except Exception as exc:
+                    _planner_failed(run, turn, exc)
+                    return
+                _apply_locked(run, actions, turn, step, roles)
+                return
     if claimed is None:
         _unclaimed(run_id, turn)
         return
-    run, roles = claimed  # the roles as of the claim: the context and the gate of this step
-    # A first turn has no history: its claim found no call proposed in it, and none comes before.
     ctx = build_context(run, roles=roles, actions=[] if turn == 1 else None)
     try:
-        step = planner_for(run).propose(ctx)
+        step = planner.propose(ctx)
     except Exception as exc:
-        log.exception("planner failed for run %s", run.pk)
         with transaction.atomic():
             run = lock_run(run_id)
             if run.status == RunStatus.RUNNING:
-                trace_append(
-                    run=run,
-                    kind=EventKind.MODEL_ERROR,
-                    payload={"turn": turn, "error": type(exc).__name__},
-                )
-                verifier.finish_unverified(run, RunOutcome.MODEL_UNAVAILABLE)
+                _planner_failed(run, turn, exc)
         return
     _apply_step(run_id, turn, step, roles)
+
+
+def _planner_failed(run: Any, turn: int, exc: Exception) -> None:
+    """The planner raised: the run ends, unverified (the caller holds the run lock)."""
+    log.error("planner failed for run %s", run.pk, exc_info=exc)
+    trace_append(
+        run=run,
+        kind=EventKind.MODEL_ERROR,
+        payload={"turn": turn, "error": type(exc).__name__},
+    )
+    verifier.finish_unverified(run, RunOutcome.MODEL_UNAVAILABLE)
 
 
 def _unclaimed(run_id: Any, turn: int) -> None:
