@@ -4,11 +4,13 @@ the contract's Assistant hook."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from celery import signals
 from django.conf import settings
 
 from agentops.contract import ConversationTurn, Delegation, Planner, ReplyKind, RequestReading
@@ -39,11 +41,34 @@ JOB_TOOLS = {
 }
 
 
+# Inside a Celery task the catalogue is read once: a run's steps are planned one after another
+# in the task that started it (agentops continues a run in place), and read it three times, each
+# read a statement and ~0.2 ms of the worker's CPU (bench/README.md, "issue 25"). The task's
+# start and end clear it (per thread: a threads pool runs several tasks at once); outside a task
+# (the web's requests) every call reads.
+_task_rooms = threading.local()
+
+
+@signals.task_prerun.connect
+def _rooms_task_started(**kwargs: Any) -> None:
+    _task_rooms.scoped, _task_rooms.rooms = True, None
+
+
+@signals.task_postrun.connect
+def _rooms_task_ended(**kwargs: Any) -> None:
+    _task_rooms.scoped, _task_rooms.rooms = False, None
+
+
 def room_catalogue() -> list[RoomName]:
-    """The rooms the parser matches names against, read once for the request (or step)."""
+    """The rooms the parser matches names against, read once for the request (or the task)."""
     from bookings import selectors
 
-    return [RoomName(code, name, bookable) for code, name, bookable in selectors.room_names()]
+    if getattr(_task_rooms, "scoped", False) and _task_rooms.rooms is not None:
+        return list(_task_rooms.rooms)
+    rooms = [RoomName(code, name, bookable) for code, name, bookable in selectors.room_names()]
+    if getattr(_task_rooms, "scoped", False):
+        _task_rooms.rooms = tuple(rooms)
+    return rooms
 
 
 def conversation_dicts(conversation: Sequence[ConversationTurn]) -> list[dict]:
