@@ -11,7 +11,7 @@ from typing import Any
 
 from agentops.contract import CallContext, ToolSpec, canonical_json, message_json
 from agentops.contract.limits import refused_input, safe_text
-from agentops.models import Action, ActionStatus, AgentRun, EventKind
+from agentops.models import Action, ActionStatus, AgentRun, EventKind, TraceEvent
 from agentops.runtime import approval, gate
 from agentops.runtime.transitions import action_create
 
@@ -59,10 +59,12 @@ def proposal_record(
     usage: gate.RunUsage | None = None,
     key: str | None = None,
     run_fields: tuple[str, ...] = (),
+    before: TraceEvent | None = None,
 ) -> tuple[gate.Verdict, Action]:
     """Gate one proposal and record it as an Action (refused ones too) with a ``gate`` event
-    (which saves ``run_fields`` of the run too). The caller holds the run lock. Writes get the
-    host's idempotency key: ``key`` if given, else ``run:turn:index``."""
+    (which saves ``run_fields`` of the run too; ``before``: an event of the run that goes in
+    just before it, trace.run_event). The caller holds the run lock. Writes get the host's
+    idempotency key: ``key`` if given, else ``run:turn:index``."""
     verdict = gate.screen(
         tool, arguments, ctx=ctx, roles=roles, writes_so_far=writes_so_far, usage=usage
     )
@@ -109,6 +111,7 @@ def proposal_record(
             **({"refusal": action.result} if action.result else {}),
         },
         run_fields=run_fields,
+        before=before,
     )
     if status == ActionStatus.WAITING_APPROVAL:
         # Only the gate's last check sends a call to approval, with its spec and arguments.

@@ -28,6 +28,7 @@ from agentops.models import (
     EventKind,
     RunOutcome,
     RunStatus,
+    TraceEvent,
 )
 from agentops.runtime import gate, verifier
 from agentops.runtime.kinds import AfterCall, rules
@@ -39,7 +40,7 @@ from agentops.runtime.recorder import Called, NextStep, Started, begin_locked, s
 from agentops.runtime.runs import advance_locked, writes_used
 from agentops.runtime.store import run_actions, run_with_subject, turn_claim
 from agentops.runtime.timing import Budgets
-from agentops.runtime.trace import run_save_with_event, trace_append
+from agentops.runtime.trace import run_event, run_save_with_event, trace_append
 from agentops.runtime.transitions import run_move
 
 log = logging.getLogger(__name__)
@@ -163,12 +164,17 @@ def _apply_locked(
     }
     if claim:
         run.turn = turn
-        run_save_with_event(run=run, fields=("turn",), kind=EventKind.MODEL_STEP, payload=payload)
-    else:
-        trace_append(run=run, kind=EventKind.MODEL_STEP, payload=payload)
     if not step.proposals:
+        if claim:
+            run_save_with_event(
+                run=run, fields=("turn",), kind=EventKind.MODEL_STEP, payload=payload
+            )
+        else:
+            trace_append(run=run, kind=EventKind.MODEL_STEP, payload=payload)
         verifier.finish_with_verification(run, step, actions=actions)
         return
+    # The step's event goes in with its first proposal's (and the turn taken, with its count).
+    step_event: TraceEvent | None = run_event(run, EventKind.MODEL_STEP, payload)
     ctx = CallContext(
         user=run.subject, run_id=str(run.pk), delegation=Delegation.from_json(run.delegation)
     )
@@ -195,8 +201,10 @@ def _apply_locked(
             arguments=proposal.arguments,
             writes_so_far=writes_so_far,
             usage=usage,
-            run_fields=("proposals",),
+            run_fields=("proposals", "turn") if claim and step_event else ("proposals",),
+            before=step_event,
         )
+        step_event = None
         actions.append(action)
         created.append(action)
         if not action.readonly and action.status in WRITE_COUNTING_STATUSES:

@@ -256,6 +256,31 @@ WITH saved AS (
 SELECT event.id, event.seq, saved.* FROM event, saved
 """
 
+# The same with an event of the run numbered just before the action's (a planning step's
+# model_step, then its first proposal's gate event): one statement instead of two per step
+# that proposes (bench/README.md, "issue 25").
+ACTION_INSERT_EVENTS_SQL = """
+WITH saved AS (
+    INSERT INTO agentops_action ({action_insert_columns}) VALUES ({action_insert_values})
+    RETURNING {action_returning}
+), numbered AS (
+    UPDATE agentops_agentrun SET event_seq = event_seq + 2, {run_sets}
+     WHERE id = %(run)s
+    RETURNING event_seq
+), earlier AS (
+    INSERT INTO agentops_traceevent (run_id, seq, kind, action_id, payload, created_at)
+    SELECT %(run)s, numbered.event_seq - 1, %(b_kind)s, NULL, %(b_payload)s::jsonb, %(b_at)s
+      FROM numbered
+    RETURNING id, seq
+), event AS (
+    INSERT INTO agentops_traceevent (run_id, seq, kind, action_id, payload, created_at)
+    SELECT %(run)s, numbered.event_seq, %(kind)s, %(action)s, %(payload)s::jsonb, %(at)s
+      FROM numbered
+    RETURNING id, seq
+)
+SELECT earlier.id, earlier.seq, event.id, event.seq, saved.* FROM earlier, event, saved
+"""
+
 # An action's move and its event (runtime.transitions), with the run's columns the caller names
 # (a call counted).
 ACTION_SAVE_EVENT_SQL = """
@@ -669,16 +694,34 @@ def _run_fields_params(run: AgentRun, run_fields: tuple[str, ...]) -> dict[str, 
 
 
 def action_insert_with_event(
-    action: Action, event: TraceEvent, *, run: AgentRun, run_fields: tuple[str, ...] = ()
+    action: Action,
+    event: TraceEvent,
+    *,
+    run: AgentRun,
+    run_fields: tuple[str, ...] = (),
+    before: TraceEvent | None = None,
 ) -> None:
     """Insert the new ``action`` with ``event``, saving ``run_fields`` of ``run`` (and then its
-    ``updated_at``) in the same statement (ACTION_INSERT_EVENT_SQL)."""
+    ``updated_at``) in the same statement (ACTION_INSERT_EVENT_SQL); ``before``: an event of
+    the run about no action, numbered just before ``event`` (ACTION_INSERT_EVENTS_SQL)."""
     params = {
         **insert_params(action, _ACTION),
         **_run_fields_params(run, run_fields),
         **_event_params(event),
     }
-    event.pk, event.seq, *returned = _one_of_run(ACTION_INSERT_EVENT_SQL, params)
+    if before is None:
+        event.pk, event.seq, *returned = _one_of_run(ACTION_INSERT_EVENT_SQL, params)
+    else:
+        if before.action_id is not None or before.run_id != event.run_id:
+            raise ValueError("the earlier event is the same run's, about no action")
+        earlier = _event_params(before)
+        params |= {
+            "b_kind": earlier["kind"],
+            "b_payload": earlier["payload"],
+            "b_at": earlier["at"],
+        }
+        row = _one_of_run(ACTION_INSERT_EVENTS_SQL, params)
+        before.pk, before.seq, event.pk, event.seq, *returned = row
     inserted(action, tuple(returned))
 
 

@@ -216,6 +216,12 @@ def run_save_with_event(
     return _appended(run, event)
 
 
+def run_event(run: AgentRun, kind: str, payload: dict[str, Any] | None = None) -> TraceEvent:
+    """An event of ``run`` about no action, not yet appended: it goes in with the next statement
+    that takes it (action_insert_with_event's ``before``)."""
+    return _event(run, kind, payload, None)
+
+
 def action_insert_with_event(
     *,
     run: AgentRun,
@@ -223,11 +229,15 @@ def action_insert_with_event(
     kind: str,
     payload: dict[str, Any] | None = None,
     run_fields: tuple[str, ...] = (),
+    before: TraceEvent | None = None,
 ) -> TraceEvent:
     """Insert the new ``action`` with its event, saving ``run_fields`` of ``run`` (the caller's
-    locked instance of the action's run) too."""
+    locked instance of the action's run) too; ``before``: an event of the run (run_event)
+    appended just before the action's, in the same statement."""
     event = _event(run, kind, payload, action)
-    store.action_insert_with_event(action, event, run=run, run_fields=run_fields)
+    store.action_insert_with_event(action, event, run=run, run_fields=run_fields, before=before)
+    if before is not None:
+        _appended(run, before)
     return _appended(run, event)
 
 

@@ -19,6 +19,7 @@ from agentops.models import (
     EventKind,
     RunOutcome,
     RunStatus,
+    TraceEvent,
 )
 from agentops.runtime import approval, store
 from agentops.runtime.trace import (
@@ -190,13 +191,17 @@ def action_create(
     payload: dict[str, Any] | None = None,
     run: AgentRun | None = None,
     run_fields: tuple[str, ...] = (),
+    before: TraceEvent | None = None,
 ) -> Action:
     """Save a new action in one of the statuses actions are created in; with ``event``, in the
-    statement that appends that event (as action_move)."""
+    statement that appends that event (as action_move), and ``before`` it, if given, an event
+    of the run (trace.run_event)."""
     if status not in ACTION_MOVES[None]:
         raise IllegalMoveError(f"an action cannot be created {status}")
+    if before is not None and event is None:
+        raise ValueError("an earlier event goes in with the action's own")
     action.status = status
-    _save(action, None, event=event, payload=payload, run=run, run_fields=run_fields)
+    _save(action, None, event=event, payload=payload, run=run, run_fields=run_fields, before=before)
     return action
 
 
@@ -208,9 +213,11 @@ def _save(
     payload: dict[str, Any] | None,
     run: AgentRun | None,
     run_fields: tuple[str, ...],
+    before: TraceEvent | None = None,
 ) -> None:
     """Save ``names`` of the action (None: insert it), in the statement that appends ``event``
-    to its run when there is one (``run``: the caller's instance of it; else the action's)."""
+    to its run when there is one (``run``: the caller's instance of it; else the action's;
+    ``before``: action_create's)."""
     if event is None:
         if names is None:
             store.action_insert(action)
@@ -223,6 +230,7 @@ def _save(
             kind=event,
             payload=payload,
             run_fields=run_fields,
+            before=before,
         )
     else:
         action_save_with_event(

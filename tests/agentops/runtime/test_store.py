@@ -39,6 +39,7 @@ from agentops.runtime.trace import (
     action_insert_with_event,
     action_save_with_event,
     event_json,
+    run_event,
     run_insert_with_event,
     run_save_with_event,
     trace_append,
@@ -388,7 +389,7 @@ def test_every_statement_is_one_psycopg_caches_the_parsing_of():
         for name, value in vars(store).items()
         if name.endswith("_SQL") and isinstance(value, str)
     }
-    assert len(statements) == 17
+    assert len(statements) == 18
     for name, statement in statements.items():
         sql = store._sql(statement)
         assert len(sql.encode()) <= 4096, name
@@ -595,6 +596,61 @@ def test_a_new_action_with_its_event_is_the_rows_the_orm_saves(clock, e17, e23, 
     assert differing(before, via_store["run"]) == changed
     assert via_store["actions"][0]["created_at"] == T1
     assert not mine._state.adding
+
+
+@pytest.mark.parametrize("run_fields", [("proposals",), ("proposals", "turn")])
+def test_a_new_action_with_a_run_event_before_its_own_is_the_rows_the_orm_saves(
+    clock, e17, e23, run_fields
+):
+    """A planning step's event and its first proposal's, with the action, in one statement
+    (ACTION_INSERT_EVENTS_SQL): the rows the ORM writes in three."""
+    run_id = run_create(e17, status="running").pk
+    before = stored(AgentRun, id=run_id)
+    changes = {"proposals": 3, "turn": 2}
+    mine_run, their_run = change_run(run_id, changes), change_run(run_id, changes)
+    mine, theirs = new_action(mine_run), new_action(their_run)
+    clock.at = T1
+
+    def by_orm() -> None:
+        orm_event(their_run, EventKind.MODEL_STEP, {"turn": 2, "proposals": []})
+        theirs.save()
+        their_run.save(update_fields=(*run_fields, "updated_at"))
+        orm_event(their_run, EventKind.GATE, {"d": "execute"}, theirs)
+
+    step = run_event(mine_run, EventKind.MODEL_STEP, {"turn": 2, "proposals": []})
+    via_store, via_orm = both_ways(
+        lambda: action_insert_with_event(
+            run=mine_run,
+            action=mine,
+            kind=EventKind.GATE,
+            payload={"d": "execute"},
+            run_fields=run_fields,
+            before=step,
+        ),
+        by_orm,
+        lambda: rows_of(run_id, ACTION_ID),
+    )
+
+    assert via_store == via_orm
+    assert [e["kind"] for e in via_store["events"][-2:]] == [EventKind.MODEL_STEP, EventKind.GATE]
+    fields = {AgentRun._meta.get_field(n).column for n in (*run_fields, "updated_at")}
+    assert differing(before, via_store["run"]) == {"event_seq"} | fields
+    assert step.seq == mine_run.event_seq - 1 and step.pk is not None
+
+
+def test_an_earlier_event_about_an_action_is_refused_and_nothing_is_written(e17):
+    run = run_create(e17, status="running")
+    other = action_create(run)
+    earlier = run_event(run, EventKind.MODEL_STEP, {})
+    earlier.action = other
+    events = TraceEvent.objects.filter(run=run).count()
+
+    with pytest.raises(ValueError, match="about no action"):
+        action_insert_with_event(
+            run=run, action=new_action(run), kind=EventKind.GATE, payload={}, before=earlier
+        )
+    assert TraceEvent.objects.filter(run=run).count() == events
+    assert not Action.objects.filter(pk=ACTION_ID).exists()
 
 
 @pytest.mark.parametrize("run_fields", [(), ("tool_calls",)])
