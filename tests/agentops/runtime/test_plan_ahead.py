@@ -88,18 +88,24 @@ def test_a_rules_run_takes_its_later_steps_in_the_transactions_that_record_its_c
     assert Booking.objects.filter(requester=e17, status="confirmed").count() == 2
 
 
-def test_a_role_removed_while_the_call_runs_applies_to_the_step_planned_after_it(worker, e17):
-    """The next step was planned with the roles of the step before; the recording reads them
-    again under its lock, finds one gone, and leaves the step to a claim of its own, which
-    gates the reservation with the roles as they are now: nothing is booked."""
+def _searching(user, *, days: int) -> AgentRun:
+    """A rules run whose search is running, held there by an injected pause."""
     run = run_start(
-        user=e17,
-        request_text=_request(6),
+        user=user,
+        request_text=_request(days),
         faults=[{"tool": "find_available_rooms", "kind": "pause"}],
     )
     wait_until(
         lambda: Action.objects.filter(run=run, status="running").exists(), message="search running"
     )
+    return run
+
+
+def test_a_role_removed_while_the_call_runs_applies_to_the_step_planned_after_it(worker, e17):
+    """The next step was planned with the roles of the step before; the recording reads them
+    again under its lock, finds one gone, and leaves the step to a claim of its own, which
+    gates the reservation with the roles as they are now: nothing is booked."""
+    run = _searching(e17, days=6)
     e17.groups.remove(Group.objects.get(name="employees"))
     release_faults(run.pk)
     run = wait_for_run(run.pk)
@@ -115,14 +121,7 @@ def test_a_role_removed_while_the_call_runs_applies_to_the_step_planned_after_it
 def test_a_run_past_its_deadline_when_the_call_is_recorded_ends_as_a_claim_would_end_it(
     worker, e17
 ):
-    run = run_start(
-        user=e17,
-        request_text=_request(7),
-        faults=[{"tool": "find_available_rooms", "kind": "pause"}],
-    )
-    wait_until(
-        lambda: Action.objects.filter(run=run, status="running").exists(), message="search running"
-    )
+    run = _searching(e17, days=7)
     AgentRun.objects.filter(pk=run.pk).update(deadline=timezone.now() - timedelta(seconds=1))
     release_faults(run.pk)
     run = wait_for_run(run.pk)
