@@ -70,7 +70,11 @@ def run_step(run_id: Any, turn: int) -> None:
         claimed = turn_claim(run_id, turn, now=timezone.now(), max_turns=Budgets().max_turns)
         if claimed is not None:
             run, roles = claimed  # the roles as of the claim: the context and gate of this step
-            planner = planner_for(run)
+            try:
+                planner = planner_for(run)
+            except Exception as exc:  # e.g. a model endpoint not configured
+                _planner_failed(run, turn, exc)
+                return
             if getattr(planner, "local", False):
                 # A first turn has no history: its claim found no call proposed in it, and none
                 # comes before.
@@ -284,17 +288,17 @@ def plan_ahead(started: Started, called: Called) -> PlannedStep | None:
         AfterCall.NEXT_STEP
     ):
         return None
-    planner = planner_for(run)
-    if not getattr(planner, "local", False):
-        return None
-    answered = copy.copy(action)
-    answered.result = called.envelope
-    history = [answered if a.pk == action.pk else a for a in started.actions]
-    ahead = copy.copy(run)
-    ahead.turn = action.turn + 1
     try:
+        planner = planner_for(run)
+        if not getattr(planner, "local", False):
+            return None
+        answered = copy.copy(action)
+        answered.result = called.envelope
+        history = [answered if a.pk == action.pk else a for a in started.actions]
+        ahead = copy.copy(run)
+        ahead.turn = action.turn + 1
         step = planner.propose(build_context(ahead, roles=started.roles, actions=history))
-    except Exception:  # the step of its own plans again, and records the failure
+    except Exception:  # never in the way of recording the call: the step of its own plans
         log.debug("planning ahead failed for run %s", run.pk, exc_info=True)
         return None
     return PlannedStep(

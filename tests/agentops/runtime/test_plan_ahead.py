@@ -173,3 +173,57 @@ def test_an_approved_call_takes_the_step_after_it_in_the_transaction_that_record
     assert _kinds(ahead) == _kinds(alone)
     # The search's step and the approved write's each took the next step with them.
     assert (ahead_claims, alone_claims) == (1, 3)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_planner_that_cannot_be_made_ends_the_run_as_a_model_error(e17, monkeypatch):
+    monkeypatch.setattr(queue, "_send", lambda name, args, countdown=None: None)
+
+    def unconfigured(run):
+        raise RuntimeError("no model endpoint")
+
+    monkeypatch.setattr(steps, "planner_for", unconfigured)
+    run = run_start(user=e17, request_text=_request(10))
+    steps.run_step(run.pk, 1)  # raises nothing: the run ends
+
+    run.refresh_from_db()
+    assert run.status == "failed" and run.outcome == "model_unavailable"
+    assert run.events.filter(kind=EventKind.MODEL_ERROR, payload__turn=1).count() == 1
+    assert not run.actions.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("fails_in", ["propose", "planner_for"])
+def test_a_planner_that_fails_when_planning_ahead_never_loses_the_call(e17, monkeypatch, fails_in):
+    """The search's answer is recorded whatever the planning ahead meets (the planner raising,
+    or not even made); the step of its own then meets the same failure and records it."""
+    monkeypatch.setattr(queue, "_send", lambda name, args, countdown=None: None)
+    real = steps.planner_for
+    made = []
+
+    class FailsAfterTheFirstStep:
+        local = True
+        name = "rules"
+
+        def __init__(self, run):
+            made.append(run.pk)
+            if fails_in == "planner_for" and len(made) > 1:
+                raise RuntimeError("no model endpoint")
+            self.inner = real(run)
+
+        def propose(self, ctx):
+            if ctx.turn > 1:
+                raise RuntimeError("the model fell over")
+            return self.inner.propose(ctx)
+
+    monkeypatch.setattr(steps, "planner_for", FailsAfterTheFirstStep)
+    run = run_start(user=e17, request_text=_request(11))
+    steps.run_step(run.pk, 1)
+
+    run.refresh_from_db()
+    search = run.actions.get()
+    assert search.tool == "find_available_rooms" and search.status == "succeeded"
+    assert search.result["ok"] is True
+    assert run.status == "failed" and run.outcome == "model_unavailable"
+    assert run.events.filter(kind=EventKind.MODEL_ERROR, payload__turn=2).count() == 1
+    assert Booking.objects.count() == 0
