@@ -16,9 +16,7 @@ def run_step_task(run_id: str, turn: int) -> None:
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def execute_action_task(action_id: str, run_id: str | None = None) -> None:
-    # A call of a planning run (an approved one, a retry) has its run's next step planned while
-    # it is made, as a step's own call has (steps.plan_ahead).
-    recorder.action_execute(action_id, run_id=run_id, ahead=steps.plan_ahead)
+    recorder.action_execute(action_id, run_id=run_id)
     approval.outcome_announce(action_id)
 
 

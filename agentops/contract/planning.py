@@ -93,8 +93,8 @@ class ModelContext:
 class Planner(Protocol):
     """A run's model. A planner may also say ``local = True``: it answers from the request and
     the history alone, in this process, in about a millisecond (no remote model, nothing it
-    could wait on). The runtime then plans a run's next step while the call before it is being
-    recorded (agentops.runtime.steps.plan_ahead) instead of in a step of its own."""
+    could wait on). The runtime then plans inside the transaction that claims the step's turn
+    (agentops.runtime.steps.run_step), which any other planner must not hold while it thinks."""
 
     name: str
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentops.models import Action, AgentRun
-from agentops.runtime.store import run_action_locked, run_action_roles_locked, run_with_subject
+from agentops.runtime.store import run_action_locked, run_with_subject
 
 
 def lock_run(run_id: Any) -> AgentRun:
@@ -30,10 +30,3 @@ def lock_action(action_id: Any, *, run_id: Any = None) -> tuple[AgentRun, Action
         if run_id is None:
             return None
     return run_action_locked(run_id, action_id)
-
-
-def lock_action_with_roles(
-    action_id: Any, *, run_id: Any
-) -> tuple[AgentRun, Action, frozenset[str]] | None:
-    """lock_action of an action whose run is known, with the subject's roles as of the lock."""
-    return run_action_roles_locked(run_id, action_id)

@@ -11,10 +11,8 @@ and trace events:
 
 from __future__ import annotations
 
-import functools
 import logging
 import random
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
@@ -56,7 +54,7 @@ from agentops.runtime.idempotency import (
 )
 from agentops.runtime.invoke import TOOL_CRASHED, faults_for, invoke
 from agentops.runtime.kinds import rules
-from agentops.runtime.locks import lock_action, lock_action_with_roles
+from agentops.runtime.locks import lock_action
 from agentops.runtime.queue import enqueue_action
 from agentops.runtime.runs import action_settled, writes_used
 from agentops.runtime.store import action_same_succeeded, run_actions
@@ -94,22 +92,6 @@ class Started:
     # A write's key, claimed in the transaction that started it (begin_locked): its intent is
     # committed with the start, one commit instead of two. None: action_call claims it.
     key_claim: KeyClaim | None = None
-    # Started by a planning step (agentops.runtime.steps): the subject's roles as of its claim,
-    # the run's actions as it read them under the lock (this one among them), and how to plan
-    # the next step while this call's outcome is recorded (steps.plan_ahead).
-    roles: frozenset[str] | None = None
-    actions: list[Action] | None = None
-    ahead: Callable[[Started, Called], NextStep | None] | None = None
-
-
-class NextStep:
-    """A run's next step, planned before the call it follows was recorded
-    (agentops.runtime.steps.PlannedStep). ``apply`` takes it in the transaction that records
-    the call, with the run locked and the subject's roles as of that lock; False: it no longer
-    fits, and the step is planned again in a step of its own."""
-
-    def apply(self, run: AgentRun, turn: int, *, roles: frozenset[str]) -> bool:
-        raise NotImplementedError
 
 
 @dataclass(frozen=True)
@@ -164,14 +146,11 @@ def begin_locked(
     recheck: bool = True,
     alone: bool = False,
     actions: list[Action] | None = None,
-    roles: frozenset[str] | None = None,
-    ahead: Callable[[Started, Called], NextStep | None] | None = None,
 ) -> Started | None:
     """Start a queued action. The caller holds the run lock. None if it must not run (then it
     is cancelled or refused, and the run goes on). ``alone``: the caller proposed it as the
     only call of its turn; ``actions``: the run's actions, read under the lock the caller
-    holds (spares a write's look for an earlier identical success a read); ``roles`` and
-    ``ahead``: a planning step's, see Started.
+    holds (spares a write's look for an earlier identical success a read).
 
     A write's idempotency key is claimed here, in the caller's transaction: its pending intent
     (the running action and the key in progress) commits with it, before the call is made."""
@@ -251,21 +230,15 @@ def begin_locked(
         if spec.meta.readonly or not action.idempotency_key
         else _key_claim(run, action, actions)
     )
-    return Started(run, action, spec, args, ctx, faults, alone, key_claim, roles, actions, ahead)
+    return Started(run, action, spec, args, ctx, faults, alone, key_claim)
 
 
-def action_begin(
-    action_id: Any,
-    *,
-    run_id: Any = None,
-    ahead: Callable[[Started, Called], NextStep | None] | None = None,
-) -> Started | None:
-    """``ahead``: how to plan the run's next step while the call is made (Started.ahead)."""
+def action_begin(action_id: Any, *, run_id: Any = None) -> Started | None:
     with transaction.atomic():
         locked = lock_action(action_id, run_id=run_id)
         if locked is None or locked[1].status != ActionStatus.QUEUED:
             return None  # a duplicate delivery, or the sweeper took it over
-        return begin_locked(*locked, ahead=ahead)
+        return begin_locked(*locked)
 
 
 # --- 2. call ----------------------------------------------------------------------------------
@@ -426,17 +399,9 @@ def _backoff_s(attempt: int) -> float:
     return min(MAX_BACKOFF_S, 0.05 * 2**attempt) * jitter * settings.AGENT_RETRY_BACKOFF_SCALE
 
 
-def finish_locked(
-    run: AgentRun,
-    action: Action,
-    called: Called,
-    *,
-    alone: bool = False,
-    next_step: Callable[[AgentRun, int], bool] | None = None,
-) -> None:
+def finish_locked(run: AgentRun, action: Action, called: Called, *, alone: bool = False) -> None:
     """Record an attempt's envelope. The caller holds the run lock; the action is running
-    (``alone``: the only call of its turn, Started.alone; ``next_step``: the run's next step,
-    planned already, NextStep.apply)."""
+    (``alone``: the only call of its turn, Started.alone)."""
     now = timezone.now()
     signal = called.signal
     retry = (
@@ -482,64 +447,38 @@ def finish_locked(
             payload={"attempt": action.attempts + 1, "delay_ms": int(delay * 1000)},
         )
         enqueue_action(action.pk, countdown=delay, run_id=run.pk)
-    action_settled(run, action, alone=alone, next_step=next_step)
+    action_settled(run, action, alone=alone)
 
 
 def action_finish(
-    action_id: Any,
-    attempt: int,
-    called: Called,
-    *,
-    run_id: Any = None,
-    alone: bool = False,
-    planned: NextStep | None = None,
+    action_id: Any, attempt: int, called: Called, *, run_id: Any = None, alone: bool = False
 ) -> Action | None:
     """Record the attempt's outcome; the action as it was settled, or None when the attempt
-    was no longer the action's (the sweeper took it over). ``planned``: the run's next step,
-    planned while the call was made (the run's id is then known): taken here if it still fits
-    (NextStep.apply), with the subject's roles read in the lock."""
+    was no longer the action's (the sweeper took it over)."""
     with transaction.atomic():
-        next_step: Callable[[AgentRun, int], bool] | None = None
-        locked: tuple[AgentRun, Action] | None
-        if planned is not None and run_id is not None:
-            with_roles = lock_action_with_roles(action_id, run_id=run_id)
-            locked = None if with_roles is None else (with_roles[0], with_roles[1])
-            if with_roles is not None:
-                next_step = functools.partial(planned.apply, roles=with_roles[2])
-        else:
-            locked = lock_action(action_id, run_id=run_id)
+        locked = lock_action(action_id, run_id=run_id)
         if locked is None:
             return None
         run, action = locked
         if action.status != ActionStatus.RUNNING or action.attempts != attempt:
             return None  # the sweeper took this attempt over
-        finish_locked(run, action, called, alone=alone, next_step=next_step)
+        finish_locked(run, action, called, alone=alone)
         return action
 
 
 def started_call_finish(started: Started) -> None:
-    """Make the call of a started action and record its outcome (its begin has committed). A
-    call started by a planning step has the run's next step planned before its outcome is
-    recorded (Started.ahead), so the recording takes that step too, in the same transaction."""
-    called = action_call(started)
-    planned = started.ahead(started, called) if started.ahead is not None else None
+    """Make the call of a started action and record its outcome (its begin has committed)."""
     action_finish(
         started.action.pk,
         started.action.attempts,
-        called,
+        action_call(started),
         run_id=started.run.pk,
         alone=started.alone,
-        planned=planned,
     )
 
 
-def action_execute(
-    action_id: Any,
-    *,
-    run_id: Any = None,
-    ahead: Callable[[Started, Called], NextStep | None] | None = None,
-) -> None:
-    """Execute one queued action of a run (the Celery task's body; ``ahead``: Started.ahead)."""
-    started = action_begin(action_id, run_id=run_id, ahead=ahead)
+def action_execute(action_id: Any, *, run_id: Any = None) -> None:
+    """Execute one queued action of a run (the Celery task's body)."""
+    started = action_begin(action_id, run_id=run_id)
     if started is not None:
         started_call_finish(started)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -288,17 +287,10 @@ def advance(run_id: Any, turn: int) -> None:
         advance_locked(lock_run(run_id), turn)
 
 
-def advance_locked(
-    run: AgentRun,
-    turn: int,
-    *,
-    turn_actions: list[Action] | None = None,
-    next_step: Callable[[AgentRun, int], bool] | None = None,
-) -> None:
+def advance_locked(run: AgentRun, turn: int, *, turn_actions: list[Action] | None = None) -> None:
     """After a turn's actions change: start the next calls (reads in parallel, writes one at a
     time), or the next step when all are done. The caller holds the run lock (and passes the
-    turn's actions when it has just loaded or made them all). ``next_step``: the next step,
-    planned already; taken here, in the caller's transaction, when it still fits."""
+    turn's actions when it has just loaded or made them all)."""
     if run.status != RunStatus.RUNNING:
         return
     actions = turn_actions if turn_actions is not None else run_actions(run, turn=turn)
@@ -306,8 +298,7 @@ def advance_locked(
         return
     queued = [a for a in actions if a.status == ActionStatus.QUEUED]
     if not queued:
-        if next_step is None or not next_step(run, turn + 1):
-            continue_step(run.pk, turn + 1)
+        continue_step(run.pk, turn + 1)
         return
     reads = [a for a in queued if a.readonly]
     to_start = [a for a in reads or queued[:1] if not a.task_id]
@@ -321,13 +312,7 @@ def advance_locked(
             enqueue_action(action.pk, run_id=run.pk)
 
 
-def action_settled(
-    run: AgentRun,
-    action: Action,
-    *,
-    alone: bool = False,
-    next_step: Callable[[AgentRun, int], bool] | None = None,
-) -> None:
+def action_settled(run: AgentRun, action: Action, *, alone: bool = False) -> None:
     """An action has finished an attempt (or was refused right before it): continue the run.
     The caller holds the run lock and has moved the action already. ``alone``: it was proposed
     as the only call of its turn (a step's proposals are all made at once, and only a rollback,
@@ -350,7 +335,7 @@ def action_settled(
     if run.status == RunStatus.RECONCILING:
         resume_if_clear(run, action)
     else:
-        _after_call(run, action, turn_actions=[action] if alone else None, next_step=next_step)
+        _after_call(run, action, turn_actions=[action] if alone else None)
 
 
 def _after_call(
@@ -359,12 +344,11 @@ def _after_call(
     *,
     outcome: RunOutcome | None = None,
     turn_actions: list[Action] | None = None,
-    next_step: Callable[[AgentRun, int], bool] | None = None,
 ) -> None:
     """What a settled call leads to, by the run's kind (``kinds.KINDS``, ``after_call``)."""
     match rules(run).after_call:
         case AfterCall.NEXT_STEP:
-            advance_locked(run, action.turn, turn_actions=turn_actions, next_step=next_step)
+            advance_locked(run, action.turn, turn_actions=turn_actions)
         case AfterCall.END_RUN:
             _end_with_call(run, action, outcome=outcome)
         case AfterCall.CLIENT_NEXT:

@@ -10,16 +10,14 @@ the call without locking the run again.
 
 from __future__ import annotations
 
-import copy
 import functools
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from django.db import DatabaseError, transaction
 from django.utils import timezone
 
-from agentops.contract import CallContext, Delegation, Signal, Step
+from agentops.contract import CallContext, Delegation, Step
 from agentops.models import (
     OPEN_ACTION_STATUSES,
     WRITE_COUNTING_STATUSES,
@@ -31,16 +29,15 @@ from agentops.models import (
     TraceEvent,
 )
 from agentops.runtime import gate, verifier
-from agentops.runtime.kinds import AfterCall, rules
 from agentops.runtime.locks import lock_run
 from agentops.runtime.model_context import build_context, planner_for
 from agentops.runtime.proposals import call_digest, proposal_record
 from agentops.runtime.queue import continue_here
-from agentops.runtime.recorder import Called, NextStep, Started, begin_locked, started_call_finish
+from agentops.runtime.recorder import begin_locked, started_call_finish
 from agentops.runtime.runs import advance_locked, writes_used
 from agentops.runtime.store import run_actions, run_with_subject, turn_claim
 from agentops.runtime.timing import Budgets
-from agentops.runtime.trace import run_event, run_save_with_event, trace_append
+from agentops.runtime.trace import run_event, trace_append
 from agentops.runtime.transitions import run_move
 
 log = logging.getLogger(__name__)
@@ -155,29 +152,19 @@ def _apply_locked(
     turn: int,
     step: Step,
     roles: frozenset[str],
-    *,
-    claim: bool = False,
 ) -> None:
-    """_apply_step's work on the run locked and its actions read, at turn ``turn``; ``claim``:
-    the turn is taken here (the run's ``turn`` is saved with the step's event)."""
+    """_apply_step's work on the run locked (its turn claimed) and its actions read."""
     payload = {
         "turn": turn,
         "proposals": [{"tool": p.tool, "arguments": p.arguments} for p in step.proposals],
         "message": step.message[:500],
         "outcome": step.outcome.value if not step.proposals else "",
     }
-    if claim:
-        run.turn = turn
     if not step.proposals:
-        if claim:
-            run_save_with_event(
-                run=run, fields=("turn",), kind=EventKind.MODEL_STEP, payload=payload
-            )
-        else:
-            trace_append(run=run, kind=EventKind.MODEL_STEP, payload=payload)
+        trace_append(run=run, kind=EventKind.MODEL_STEP, payload=payload)
         verifier.finish_with_verification(run, step, actions=actions)
         return
-    # The step's event goes in with its first proposal's (and the turn taken, with its count).
+    # The step's event goes in with its first proposal's, in one statement.
     step_event: TraceEvent | None = run_event(run, EventKind.MODEL_STEP, payload)
     ctx = CallContext(
         user=run.subject, run_id=str(run.pk), delegation=Delegation.from_json(run.delegation)
@@ -205,7 +192,7 @@ def _apply_locked(
             arguments=proposal.arguments,
             writes_so_far=writes_so_far,
             usage=usage,
-            run_fields=("proposals", "turn") if claim and step_event else ("proposals",),
+            run_fields=("proposals",),
             before=step_event,
         )
         step_event = None
@@ -229,84 +216,11 @@ def _apply_locked(
             recheck=False,
             alone=len(created) == 1,
             actions=actions,
-            roles=roles,
-            ahead=plan_ahead,
         )
         if started is not None:
             continue_here(started_call_finish, started)
     else:
         advance_locked(run, turn, turn_actions=created)
-
-
-# --- the next step, planned while a call is recorded -----------------------------------------
-#
-# A run of the offline planner spent as much on the plumbing of each step as on the step: its
-# own claim of the turn, a read of the actions for the model's view, a transaction that locks
-# the run and reads them again (five statements; bench/README.md, "issue 25"). A local planner
-# (Planner: answers in process, from the request and the history) plans the next step right
-# after the call, outside any lock, from the history its step read under the lock plus the
-# call's answer; the transaction that records the call then takes the turn and applies the
-# step, under the same lock, after the same checks a claim makes. Anything that no longer fits
-# leaves the step to a step of its own, as before.
-
-
-@dataclass(frozen=True)
-class PlannedStep(NextStep):
-    turn: int
-    step: Step
-    roles: frozenset[str]  # the roles the planner saw the tools of
-    seen: tuple[str, ...]  # the ids of the actions with a result it saw, in proposal order
-
-    def apply(self, run: Any, turn: int, *, roles: frozenset[str]) -> bool:
-        """Take turn ``turn`` and apply the step, on the run locked by the caller; False when
-        the turn is not this plan's, or it could not be claimed (TURN_CLAIM_SQL's checks), or
-        the roles or the history changed since it was planned."""
-        if turn != self.turn or roles != self.roles:
-            return False
-        if run.status != RunStatus.RUNNING or timezone.now() >= run.deadline:
-            return False  # the step of its own ends the run so (_unclaimed)
-        if turn > Budgets.from_json(run.budgets).max_turns:
-            return False
-        actions = run_actions(run)
-        if not _may_take(run, actions, turn) or run.turn != turn - 1:
-            return False
-        if tuple(str(a.pk) for a in actions if a.result is not None) != self.seen:
-            return False
-        _apply_locked(run, actions, turn, self.step, roles, claim=True)
-        return True
-
-
-def plan_ahead(started: Started, called: Called) -> PlannedStep | None:
-    """The run's next step, planned by a local planner from what the step that started this call
-    read and the call's answer; None when the call does not settle its turn (a retry, an
-    unknown outcome), the run's kind does not plan after a call, or the planner is not local or
-    raised (the step of its own then plans, and reports a failure)."""
-    run, action = started.run, started.action
-    if started.roles is None or started.actions is None or not started.alone:
-        return None
-    if called.signal not in (Signal.GREEN, Signal.RED) or rules(run).after_call != (
-        AfterCall.NEXT_STEP
-    ):
-        return None
-    try:
-        planner = planner_for(run)
-        if not getattr(planner, "local", False):
-            return None
-        answered = copy.copy(action)
-        answered.result = called.envelope
-        history = [answered if a.pk == action.pk else a for a in started.actions]
-        ahead = copy.copy(run)
-        ahead.turn = action.turn + 1
-        step = planner.propose(build_context(ahead, roles=started.roles, actions=history))
-    except Exception:  # never in the way of recording the call: the step of its own plans
-        log.debug("planning ahead failed for run %s", run.pk, exc_info=True)
-        return None
-    return PlannedStep(
-        turn=action.turn + 1,
-        step=step,
-        roles=started.roles,
-        seen=tuple(str(a.pk) for a in history if a.result is not None),
-    )
 
 
 def _same_calls_before(actions: list[Action], proposal: Any) -> int:

@@ -92,22 +92,6 @@ SELECT r.*, {action}
    FOR UPDATE OF a
 """
 
-# The same with the subject's roles as of the lock: a call's finish that applies the next step
-# planned while the call was made (agentops.runtime.steps.PlannedStep) gates that step's
-# proposals with them, as a step's own claim would (TURN_CLAIM_SQL).
-RUN_ACTION_ROLES_LOCK_SQL = """
-WITH r AS MATERIALIZED (
-    SELECT {run}, {user}, {roles} AS roles
-      FROM agentops_agentrun r JOIN accounts_user u ON u.id = r.subject_id
-     WHERE r.id = %(run)s
-       FOR UPDATE OF r
-)
-SELECT r.*, {action}
-  FROM r, agentops_action a
- WHERE a.id = %(action)s AND a.run_id = %(run)s
-   FOR UPDATE OF a
-"""
-
 # A run's actions in proposal order: 1.2 -> 0.5 ms (bench/README.md, "runtime overhead").
 ACTIONS_SQL = """
 SELECT {action} FROM agentops_action a WHERE a.run_id = %(run)s ORDER BY a.turn, a.call_index
@@ -328,7 +312,6 @@ RUN_MOVE_COLUMNS = (
     "finished_at",
     "tool_calls",
     "proposals",
-    "turn",
     "updated_at",
 )
 
@@ -580,23 +563,6 @@ def run_action_locked(run_id: Any, action_id: Any) -> tuple[AgentRun, Action] | 
     run, run.subject, action = sqlrows.instances(rows[0], AgentRun, User, Action)
     action.run = run
     return run, action
-
-
-def run_action_roles_locked(
-    run_id: Any, action_id: Any
-) -> tuple[AgentRun, Action, frozenset[str]] | None:
-    """run_action_locked, and the subject's roles as of the lock (RUN_ACTION_ROLES_LOCK_SQL)."""
-    _need_transaction()
-    rows = _fetch(RUN_ACTION_ROLES_LOCK_SQL, {"run": run_id, "action": action_id})
-    if not rows:
-        return None
-    row = rows[0]
-    width = len(AgentRun._meta.concrete_fields) + len(User._meta.concrete_fields)
-    run, run.subject = sqlrows.instances(row[:width], AgentRun, User)
-    roles = roles_from(user=run.subject, names=row[width])
-    action = sqlrows.instance(Action, row[width + 1 :])
-    action.run = run
-    return run, action, roles
 
 
 def run_actions(run: AgentRun, *, turn: int | None = None) -> list[Action]:
