@@ -1,6 +1,7 @@
 """One step of a run: the model proposes, the gate decides, the calls are recorded and the
 next one starts. A step claims its turn first, so a duplicate delivery of the same turn plans
-nothing; the planner runs outside any lock (a remote model may take seconds).
+nothing; a remote planner runs outside any lock (it may take seconds), a local one inside its
+claim's transaction (Planner.local: about a millisecond, nothing it could wait on).
 
 Costs (bench/README.md, "runtime overhead"): the run is locked and its actions read once per
 step, and every check (proposed already, writes used, loops) is made on that list; a step's
