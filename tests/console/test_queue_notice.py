@@ -21,6 +21,7 @@ from approvals.live import inbox_poke
 from config.asgi import application
 from tests.accounts.factories import EMPLOYEES, user_create
 from tests.console.test_reconcile_queue import OPERATORS, _waiting_for_human
+from tests.workers import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("rooms")]
 
@@ -71,6 +72,11 @@ def test_entering_the_queue_mails_the_operators_and_shows_in_the_last_resolved(
     operator.save(update_fields=["email"])
     action = _waiting_for_human(e17, "timeout")
     assert action.status == ActionStatus.NEEDS_HUMAN
+    # The mail goes after the commit that queued the write (a hook of the worker's thread): the
+    # status can be read a moment before it is sent.
+    wait_until(
+        lambda: any("o01@example.com" in m.to for m in mailoutbox), message="the operators' mail"
+    )
     mails = [m for m in mailoutbox if "o01@example.com" in m.to]
     assert len(mails) == 1
     assert mails[0].subject == "A write needs an operator's decision"
