@@ -30,4 +30,10 @@ class AgentopsConfig(AppConfig):
         )
         # The approvers' present and outcomes, read through the door (approvals imports no
         # runtime: it calls what is installed here).
-        hooks_install(recheck=selectors.approval_recheck, outcomes=selectors.approval_outcomes)
+        hooks_install(
+            recheck=selectors.approval_recheck,
+            outcomes=selectors.approval_outcomes,
+            broadcast=trace.broadcast,
+            listen=trace.watch,
+            unlisten=trace.unwatch,
+        )

@@ -9,6 +9,8 @@ each hop sends (every connection of the process, tool threads included).
     DATABASE_URL=... REDIS_URL=... .venv/bin/python bench/profile_run.py [--runs 20] [--top 40]
 
 ``--approval``: runs with a HIGH call (R16 for e17) that a01 approves at once.
+``--no-profile``: the figures alone, without cProfile's own cost in them (for an A/B of CPU per
+run); ``--dump FILE``: the profile to FILE, for pstats.
 
 Prints statements per run, CPU ms per run (this process only: PostgreSQL and Redis are not in
 it) and the top functions by cumulative and by own time.
@@ -54,6 +56,8 @@ def main() -> None:
         action="store_true",
         help="runs that book R16 for e17 (a HIGH call): a01 approves each at once, in process",
     )
+    parser.add_argument("--no-profile", action="store_true", help="CPU and statements only")
+    parser.add_argument("--dump", help="write the profile to this file (pstats format)")
     args = parser.parse_args()
 
     from bench.cpu_probe import Requests, setup_django
@@ -105,15 +109,20 @@ def main() -> None:
     statements.clear()
     profiler = cProfile.Profile()
     t0, c0 = time.perf_counter(), time.process_time()
-    profiler.enable()
+    if not args.no_profile:
+        profiler.enable()
     runs = [run_one() for _ in range(args.runs)]
-    profiler.disable()
+    if not args.no_profile:
+        profiler.disable()
     wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     not_ok = [r.status for r in runs if r.status != "succeeded"]
     out = io.StringIO()
-    stats = pstats.Stats(profiler, stream=out)
-    stats.sort_stats("cumulative").print_stats(args.top)
-    stats.sort_stats("tottime").print_stats(args.top)
+    if not args.no_profile:
+        if args.dump:
+            profiler.dump_stats(args.dump)
+        stats = pstats.Stats(profiler, stream=out)
+        stats.sort_stats("cumulative").print_stats(args.top)
+        stats.sort_stats("tottime").print_stats(args.top)
     n = len(runs)
     print(f"runs: {n}, not succeeded: {not_ok}")
     print(

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from accounts.models import Role
 from accounts.selectors import user_roles
+from agentops.contract import broadcast_listen, broadcast_unlisten
 from agentops.live.consumers import RunTraceConsumer
 from agentops.selectors import QUEUE_GROUP, may_reconcile
 from approvals.live import INBOX_GROUP
@@ -25,7 +27,9 @@ class RunCardConsumer(RunTraceConsumer):
 class NavCountsConsumer(AsyncJsonWebsocketConsumer):
     """Every page's navigation counts, live: an approver hears the approvals inbox change, an
     operator the reconciliation queue; the page then re-reads its counts (the database is the
-    record; a poke only says "look again"). One-way: nothing a client sends does anything."""
+    record; a poke only says "look again"). One-way: nothing a client sends does anything.
+
+    Each group is marked listened to before it is joined: pokes go only to such groups."""
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -37,12 +41,16 @@ class NavCountsConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4403)
             return
         for group in self.groups_joined:
+            await sync_to_async(broadcast_listen, thread_sensitive=False)(group, self.channel_name)
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
 
     async def disconnect(self, code: int) -> None:
         for group in getattr(self, "groups_joined", ()):
             await self.channel_layer.group_discard(group, self.channel_name)
+            await sync_to_async(broadcast_unlisten, thread_sensitive=False)(
+                group, self.channel_name
+            )
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """One-way."""

@@ -1,19 +1,21 @@
 """The operators hear when something enters (or leaves) their queue: a poke to the open pages'
 navigation (live count and an in-app notice) and an e-mail to every operator with an address,
-both after the caller's commit. The database stays the record: a lost poke costs freshness."""
+both after the caller's commit. The database stays the record: a lost poke costs freshness.
+
+The poke goes out on the one pushing thread (trace.broadcast), only to a group a page listens
+to (console.live's navigation socket marks it), and never holds up the caller."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.core.mail import send_mail
 from django.db import transaction
 from django.db.models import Q
 from django.utils.translation import gettext
 
 from accounts.models import Role, User
+from agentops.runtime.trace import broadcast
 
 QUEUE_GROUP = "operators.queue"
 
@@ -21,12 +23,7 @@ QUEUE_GROUP = "operators.queue"
 def queue_poke() -> None:
     """After commit, tell the operators' open pages that the queue changed."""
 
-    def send() -> None:
-        layer = get_channel_layer()
-        if layer is not None:
-            async_to_sync(layer.group_send)(QUEUE_GROUP, {"type": "queue.changed"})
-
-    transaction.on_commit(send, robust=True)
+    transaction.on_commit(lambda: broadcast(QUEUE_GROUP, {"type": "queue.changed"}), robust=True)
 
 
 def queue_entered(*, action: Any) -> None:

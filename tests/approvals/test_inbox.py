@@ -13,6 +13,8 @@ from django.test import Client
 from django.utils import timezone
 
 from agentops.runtime.redis_client import get_redis
+from agentops.runtime.trace import _watch_key
+from approvals.live import INBOX_GROUP
 from approvals.models import ApprovalRequest
 from approvals.services import approval_request_open
 from config.asgi import application
@@ -75,15 +77,17 @@ def test_a_frame_that_is_not_small_json_closes_the_inbox_and_leaves_its_group(
         connected, _ = await comm.connect(timeout=5)
         assert connected
         members = get_redis().zcard(group)
+        listening = get_redis().scard(_watch_key(INBOX_GROUP))
         await comm.send_input({"type": "websocket.receive", **frame})
         closed = await comm.receive_output(timeout=5)
         await comm.wait(5)  # the consumer ended, raising nothing
-        return members, closed
+        return members, listening, closed
 
-    members, closed = asyncio.run(scenario())
-    assert members == 1
+    members, listening, closed = asyncio.run(scenario())
+    assert (members, listening) == (1, 1)
     assert closed == {"type": "websocket.close", "code": code}
     assert get_redis().zcard(group) == 0
+    assert get_redis().scard(_watch_key(INBOX_GROUP)) == 0  # pokes stop: nobody listens
 
 
 def test_an_approver_is_poked_when_a_request_opens(e17, approver):
@@ -101,6 +105,20 @@ def test_an_approver_is_poked_when_a_request_opens(e17, approver):
         return message
 
     assert asyncio.run(listen()) == {"changed": True}
+    assert not get_redis().exists(_watch_key(INBOX_GROUP))
+
+
+def test_a_refused_socket_leaves_no_listening_mark(e17):
+    employee_headers = headers(e17)
+
+    async def attempt():
+        comm = WebsocketCommunicator(application, "/ws/approvals/", headers=employee_headers)
+        connected, _ = await comm.connect(timeout=5)
+        await comm.disconnect()
+        return connected
+
+    assert asyncio.run(attempt()) is False
+    assert not get_redis().exists(_watch_key(INBOX_GROUP))
 
 
 def test_approvers_get_an_email_and_the_requester_does_not(e17, approver, mailoutbox):

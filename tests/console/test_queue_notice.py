@@ -16,8 +16,10 @@ from django.urls import reverse
 from agentops.contract import ReceiptLookup, ReceiptStatus
 from agentops.models import ActionStatus
 from agentops.runtime import registry
-from agentops.runtime.queue_notice import queue_poke
-from approvals.live import inbox_poke
+from agentops.runtime.queue_notice import QUEUE_GROUP, queue_poke
+from agentops.runtime.redis_client import get_redis
+from agentops.runtime.trace import _watch_key
+from approvals.live import INBOX_GROUP, inbox_poke
 from config.asgi import application
 from tests.accounts.factories import EMPLOYEES, user_create
 from tests.console.test_reconcile_queue import OPERATORS, _waiting_for_human
@@ -104,6 +106,10 @@ def test_the_navigation_hears_the_queue_and_the_inbox_change(operator, approver)
 
     assert asyncio.run(listen(_headers(operator), queue_poke)) == {"changed": "queue"}
     assert asyncio.run(listen(_headers(approver), inbox_poke)) == {"changed": "approvals"}
+    # Each socket marked its groups listened to while open (pokes go only to those) and took
+    # its mark away when it closed.
+    assert not get_redis().exists(_watch_key(QUEUE_GROUP))
+    assert not get_redis().exists(_watch_key(INBOX_GROUP))
 
 
 @pytest.mark.django_db(transaction=True)
