@@ -7,16 +7,40 @@ at once: with five of them the next request waits 0 + 1 + 2 + 4 s ... and fails 
 `PoolTimeout` after the pool timeout (10 s), in every process. Here the first dead session makes
 the pool check all its idle sessions at once (discarding the dead, opening new ones), so the
 next try gets a live session without sleeping through the dead ones.
+
+The check itself costs no round trip while the session's socket is quiet: an idle session the
+server ended (a terminated backend, a restart, a failover) has its FATAL message and the end of
+the stream waiting on the socket, so a socket with nothing to read, polled without waiting, is
+a live session (pgx and Go's database/sql check a connection the same way). A socket with
+something to read, or a session not idle, gets psycopg_pool's own check: an empty statement.
+That statement was one round trip per checkout, in every request and task: ~5% of the worker's
+samples in a py-spy profile of approved runs (bench/README.md, "Issue 25, third pass").
 """
 
 from __future__ import annotations
 
+import select
 from typing import Any
 
+from psycopg import pq
 from psycopg_pool import ConnectionPool
 
 
+def _quiet(conn: Any) -> bool:
+    """An idle session whose socket has nothing to read: the server has not ended it."""
+    try:
+        if conn.closed or conn.pgconn.transaction_status != pq.TransactionStatus.IDLE:
+            return False
+        poller = select.poll()
+        poller.register(conn.fileno(), select.POLLIN | select.POLLPRI)
+        return not poller.poll(0)
+    except Exception:  # anything odd about the session: the full check decides
+        return False
+
+
 def check_pooled_connection(conn: Any) -> None:
+    if _quiet(conn):
+        return
     try:
         ConnectionPool.check_connection(conn)
     except Exception:
