@@ -50,8 +50,11 @@ class RateLimiter:
                 break
             # redis-py can also fail with OSError or ValueError ("I/O operation on closed file")
             # when a pooled connection breaks mid-handshake (seen in tests/chaos with workers
-            # killed): the same outage, asked again.
-            except (RedisError, OSError, ValueError) as exc:
+            # killed), and with AttributeError ("'NoneType' object has no attribute
+            # 'readline'") when a connection is closed under a thread reading it (redis-py's
+            # known race, redis/redis-py#4147; seen once in tests/chaos as four threads of a new
+            # worker counted at once): the same outage, asked again.
+            except (RedisError, OSError, ValueError, AttributeError) as exc:
                 if pause is None:
                     raise LimiterUnavailableError from exc
                 time.sleep(pause)

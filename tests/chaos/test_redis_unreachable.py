@@ -34,6 +34,33 @@ def test_an_outage_shorter_than_the_pauses_is_ridden_out(monkeypatch, e17):
     assert ratelimit.tool_calls.hit(e17.pk) is None
 
 
+def test_a_connection_closed_under_the_count_is_asked_again(monkeypatch, e17):
+    """redis-py's race: another thread closes the connection this one reads (its parser's
+    buffer is gone, AttributeError). The count is asked again on a new connection."""
+    from agentops.runtime.redis_client import get_redis
+
+    real = get_redis()
+    calls = []
+
+    class ClosedUnderfoot:
+        def pipeline(self, transaction=False):
+            calls.append(transaction)
+            if len(calls) == 1:
+                broken = real.pipeline(transaction=transaction)
+
+                def execute():
+                    raise AttributeError("'NoneType' object has no attribute 'readline'")
+
+                broken.execute = execute
+                return broken
+            return real.pipeline(transaction=transaction)
+
+    monkeypatch.setattr(ratelimit, "get_redis", ClosedUnderfoot)
+    monkeypatch.setattr(ratelimit, "UNAVAILABLE_RETRY_DELAYS_S", (0.01,))
+    assert ratelimit.tool_calls.hit(e17.pk) is None
+    assert len(calls) == 2
+
+
 def test_a_tool_call_is_refused_for_now_not_failed(redis_down, e17):
     start, end = slot(days=5)
     versions = list(Room.objects.order_by("code").values_list("schedule_version", flat=True))
