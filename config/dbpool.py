@@ -11,10 +11,10 @@ next try gets a live session without sleeping through the dead ones.
 The check itself costs no round trip while the session's socket is quiet: an idle session the
 server ended (a terminated backend, a restart, a failover) has its FATAL message and the end of
 the stream waiting on the socket, so a socket with nothing to read, polled without waiting, is
-a live session (pgx and Go's database/sql check a connection the same way). A socket with
-something to read, or a session not idle, gets psycopg_pool's own check: an empty statement.
-That statement was one round trip per checkout, in every request and task: ~5% of the worker's
-samples in a py-spy profile of approved runs (bench/README.md, "Issue 25, third pass").
+a live session (pgx's CheckConn and Go's MySQL driver check a connection the same way). A
+socket with something to read, or a session not idle, gets psycopg_pool's own check: an empty
+statement. That statement was one round trip per checkout, in every request and task: ~5% of
+the worker's samples in a py-spy profile of approved runs (bench/README.md, "third pass").
 """
 
 from __future__ import annotations
