@@ -587,6 +587,9 @@ def main() -> int:
     parser.add_argument("--concurrent", type=int, default=16)
     parser.add_argument("--approvals", type=int, default=10, help="approved runs per round")
     parser.add_argument("--worker-concurrency", type=int, default=4)
+    parser.add_argument(
+        "--worker-pool", default="prefork", help="Celery's --pool (prefork, threads)"
+    )
     parser.add_argument("--only", default="", help="comma-separated systems")
     parser.add_argument("--out", default=str(ROOT / "var" / "bench" / "peers.json"))
     args = parser.parse_args()
@@ -654,7 +657,9 @@ def main() -> int:
             errors += [f"{name}: {e}" for e in warm["errors"] + warm_batch["errors"]]
         connection.close()  # the harness's Django session idles from here on
         if any(s in PRODUCTS for s in systems):
-            stack = probe.Stack(worker_concurrency=args.worker_concurrency).start()
+            stack = probe.Stack(
+                worker_concurrency=args.worker_concurrency, worker_pool=args.worker_pool
+            ).start()
             stack.wait_for_worker()
             product = ProductDriver(stack, observer, settings.TIME_ZONE)
             for _ in range(2 * args.worker_concurrency):  # warm every worker child and the web
@@ -705,7 +710,7 @@ def main() -> int:
             "approved_runs_per_round": args.approvals,
             "batches_per_round": args.batches,
             "concurrent": args.concurrent,
-            "product_worker": f"celery prefork x{args.worker_concurrency}",
+            "product_worker": f"celery {args.worker_pool} x{args.worker_concurrency}",
         },
         "method": {
             "latency": "peers: around one run in the peer's process; product: POST /api/runs"

@@ -26,27 +26,44 @@ def _open_key(tool: str) -> str:
     return f"{_PREFIX}:open:{tool}"
 
 
-def circuit_refusal(tool: str) -> dict | None:
-    """The fast refusal while the tool's circuit is open, or None to call it."""
-    ttl_ms = get_redis().pttl(_open_key(tool))
+@dataclass(frozen=True)
+class CircuitState:
+    """What one round trip before a call says: the fast refusal while the tool's circuit is
+    open (None to call it), and whether failures of it are being counted (so that a success
+    has a count to clear)."""
+
+    refusal: dict | None
+    failures_counted: bool
+
+
+def circuit_check(tool: str) -> CircuitState:
+    """The tool's circuit before a call, in one round trip (PTTL of the open mark, EXISTS of
+    the failure count). A success then costs no command unless failures were counted; one
+    that another call counts in between is left for the window to expire or for the next
+    success to clear."""
+    with get_redis().pipeline(transaction=False) as pipe:
+        pipe.pttl(_open_key(tool))
+        pipe.exists(_failures_key(tool))
+        ttl_ms, counted = pipe.execute()
     if ttl_ms is None or ttl_ms <= 0:
-        return None
-    return failure(
+        return CircuitState(None, bool(counted))
+    refusal = failure(
         Reason.UNAVAILABLE,
         "circuit_open",
         f"{tool} failed repeatedly just now; calls to it pause for a moment.",
         "Wait, then try once more; nothing was done.",
         int(ttl_ms),
     )
+    return CircuitState(refusal, bool(counted))
 
 
-def circuit_record(tool: str, *, failed: bool) -> None:
+def circuit_record(tool: str, *, failed: bool, failures_counted: bool) -> None:
     """Count a transient failure (opening the circuit at the threshold), or close the circuit
-    on a success. A success costs one command only when failures were counted."""
+    on a success when ``circuit_check`` saw failures counted."""
     redis = get_redis()
     key = _failures_key(tool)
     if not failed:
-        if redis.exists(key):
+        if failures_counted:
             redis.delete(key, _open_key(tool))
         return
     count = redis.incr(key)

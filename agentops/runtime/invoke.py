@@ -31,7 +31,7 @@ from agentops.contract import (
     ToolSpec,
     failure,
 )
-from agentops.runtime.circuit import circuit_record, circuit_refusal
+from agentops.runtime.circuit import circuit_check, circuit_record
 from agentops.runtime.queue import enqueue_reconcile
 from agentops.runtime.redis_client import get_redis
 from agentops.runtime.timing import FAULT_PAUSE_LIMIT_S
@@ -137,12 +137,16 @@ def invoke(
     """Run the tool and return (envelope, signal): refused at once while its circuit is open
     (runtime.circuit), its answer checked against its output model (failing closed), cut to
     its size cap."""
-    refusal = circuit_refusal(spec.name)
-    if refusal is not None:
-        return refusal, Signal.YELLOW
+    circuit = circuit_check(spec.name)
+    if circuit.refusal is not None:
+        return circuit.refusal, Signal.YELLOW
     envelope, signal = _invoke(spec, ctx, args, faults=faults)
     if not faults:  # an injected fault (tests, drills) says nothing of the tool's health
-        circuit_record(spec.name, failed=signal in (Signal.YELLOW, Signal.UNKNOWN))
+        circuit_record(
+            spec.name,
+            failed=signal in (Signal.YELLOW, Signal.UNKNOWN),
+            failures_counted=circuit.failures_counted,
+        )
     return envelope, signal
 
 

@@ -147,3 +147,64 @@ def test_operators_see_a_paused_tool_on_the_queue_page(transactional_db, e17, fa
 
     assert 'id="paused-tools"' in page
     assert f'data-tool="{name}"' in page
+
+
+class _Counting:
+    """The runtime's Redis client, with each round trip the circuit makes written down."""
+
+    def __init__(self, redis):
+        self._redis, self.trips = redis, []
+
+    def pipeline(self, **kwargs):
+        pipe = self._redis.pipeline(**kwargs)
+        execute, trips = pipe.execute, self.trips
+
+        def counted():
+            trips.append([c[0][0] for c in pipe.command_stack])
+            return execute()
+
+        pipe.execute = counted
+        return pipe
+
+    def __getattr__(self, name):
+        command = getattr(self._redis, name)
+        return lambda *a, **k: (self.trips.append([name.upper()]), command(*a, **k))[1]
+
+
+def test_a_healthy_call_costs_the_circuit_one_round_trip(transactional_db, e17, monkeypatch):
+    from agentops.runtime import circuit
+
+    counting = _Counting(get_redis())
+    monkeypatch.setattr(circuit, "get_redis", lambda: counting)
+
+    assert tool_call_governed(user=e17, name="find_available_rooms", arguments=_search())["ok"]
+
+    assert counting.trips == [["PTTL", "EXISTS"]]  # before the call; nothing after a success
+
+
+def test_a_success_after_counted_failures_clears_them(transactional_db, e17):
+    calls = []
+    original = registry.get("find_available_rooms")
+
+    def flaky(ctx, args):
+        calls.append(1)
+        if len(calls) <= 2:
+            raise ConnectionError("the database is down")
+        return original.handler(ctx, args)
+
+    spec = dataclasses.replace(original, name="search_flaky", handler=flaky)
+    registry.register(spec)
+    try:
+        answers = [
+            tool_call_governed(user=e17, name=spec.name, arguments=_search()) for _ in range(3)
+        ]
+        assert get_redis().exists("agentops:circuit:failures:search_flaky") == 0
+        # two more failures would open it only if the earlier two still counted: they do not
+        calls.clear()
+        more = [tool_call_governed(user=e17, name=spec.name, arguments=_search()) for _ in range(2)]
+    finally:
+        registry.unregister(spec.name)
+
+    assert [a.get("code") for a in answers[:2]] == ["tool_crashed"] * 2 and answers[2]["ok"]
+    assert [a["code"] for a in more] == ["tool_crashed"] * 2
+    assert circuits_open() == []
