@@ -71,6 +71,25 @@ def test_the_workers_and_the_web_use_it():
             assert isinstance(conn.default_channel, _our_channel())
 
 
+def test_a_channel_builds_one_redis_client_per_pool_and_a_new_one_after_letting_it_go():
+    queue = f"test-broker-client-{id(object())}"
+    with Connection(settings.CELERY_BROKER_URL, transport=settings.CELERY_BROKER_TRANSPORT) as conn:
+        channel = conn.default_channel
+        with channel.conn_or_acquire() as first, channel.conn_or_acquire() as second:
+            assert first is second  # kombu's own builds one per publish, delivery and ack
+        try:
+            channel._put(queue, {"body": "one"})
+            assert channel._get(queue)["body"] == "one"  # the shared client publishes and reads
+
+            channel._disconnect_pools()  # as kombu does when the connection is collected
+            with channel.conn_or_acquire() as after:
+                assert after is not first and after.connection_pool is channel.pool
+            channel._put(queue, {"body": "two"})
+            assert channel._get(queue)["body"] == "two"
+        finally:
+            _redis().delete(queue)
+
+
 def _our_channel() -> type:
     from config.broker import Channel
 
