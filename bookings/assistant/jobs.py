@@ -17,6 +17,8 @@ from bookings.assistant.parsing.reading import Job, Reading
 from bookings.assistant.parsing.rooms import RoomName, close_to_a_name, nearest_names
 
 DAY_HOURS = range(9, 18)  # the hours a day's availability is read in (one search each)
+# ... and those of the part of the day the person named ("tomorrow afternoon", "明天上午")
+PERIOD_HOURS = {"am": range(9, 12), "noon": range(11, 14), "pm": range(12, 18)}
 PAGE = 50
 
 
@@ -101,7 +103,8 @@ def _windows(reading: Reading, now: datetime) -> list[tuple[datetime, datetime]]
         return [(reading.start_at, reading.end_at)]
     assert reading.day_window is not None  # noqa: S101 (a date is required)
     day = reading.day_window[0]
-    slots = [(day.replace(hour=h), day.replace(hour=h) + timedelta(hours=1)) for h in DAY_HOURS]
+    hours = PERIOD_HOURS.get(reading.frame.period or "", DAY_HOURS)
+    slots = [(day.replace(hour=h), day.replace(hour=h) + timedelta(hours=1)) for h in hours]
     return [(s, e) for s, e in slots if s >= now]
 
 

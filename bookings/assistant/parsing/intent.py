@@ -66,7 +66,8 @@ LIST = re.compile(
 )
 AVAILABILITY = re.compile(
     r"\b(?:is|are)\b[^.?]{0,60}\b(?:free|available|open|taken|busy|booked|vacant)\b"
-    r"|\b(?:which|what)\s+rooms?\b|\bany\s+(?:rooms?|thing)\b[^.?]{0,40}\b(?:free|available|open)\b"
+    r"|\b(?:which|what)\s+rooms?\b|\b(?:any\s*(?:rooms?|thing|where)|something)\b[^.?]{0,40}"
+    r"\b(?:free|available|open)\b"
     r"|\b(?:free|available|open)\s+rooms?\b|\bavailability\b|\bwhen\s+is\b[^.?]{0,40}\b(?:free|available)\b"
     r"|\bis\s+there\s+(?:a|any)\s+(?:free\s+)?room\b|\bcheck\s+(?:if|whether)\b"
     r"|\bwhat'?s\s+(?:free|available|open)\b|\bwho\s+has\b"

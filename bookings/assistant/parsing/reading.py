@@ -75,6 +75,9 @@ class Frame:
     start: int | None = None  # minutes after midnight
     end: int | None = None
     time_problem: str | None = None
+    # "tomorrow afternoon", "明天上午" without a time: "am", "pm" or "noon", the part of the day
+    # its availability is read in (a booking still asks for the time).
+    period: str | None = None
     attendees: int | None = None
     upper_bound: bool = False  # attendees is the top of a range ("五六个人")
     vague_attendees: bool = False
@@ -257,6 +260,7 @@ def _read_turn_once(
         start=span.start,
         end=span.end,
         time_problem=span.problem,
+        period=text_period(normalized) if span.start is None else None,
         attendees=attendees,
         upper_bound=upper and attendees is not None,
         vague_attendees=vague,
@@ -300,6 +304,7 @@ def _merge(before: Frame, now: Frame, turn: _Turn) -> Frame:
     for name in (
         "day",
         "week",
+        "period",
         "attendees",
         "for_someone",
     ):
