@@ -18,7 +18,12 @@ from bookings.assistant.parsing.rooms import RoomName, close_to_a_name, nearest_
 
 DAY_HOURS = range(9, 18)  # the hours a day's availability is read in (one search each)
 # ... and those of the part of the day the person named ("tomorrow afternoon", "明天上午")
-PERIOD_HOURS = {"am": range(9, 12), "noon": range(11, 14), "pm": range(12, 18)}
+PERIOD_HOURS = {
+    "am": range(9, 12),
+    "noon": range(11, 14),
+    "pm": range(12, 18),
+    "evening": range(17, 21),
+}
 PAGE = 50
 
 

@@ -50,6 +50,7 @@ from bookings.assistant.parsing.times import (
     END_BEFORE_START,
     NO_END,
     at_minutes,
+    day_part,
     extract_time_span,
     text_period,
 )
@@ -75,8 +76,8 @@ class Frame:
     start: int | None = None  # minutes after midnight
     end: int | None = None
     time_problem: str | None = None
-    # "tomorrow afternoon", "明天上午" without a time: "am", "pm" or "noon", the part of the day
-    # its availability is read in (a booking still asks for the time).
+    # "tomorrow afternoon", "明天上午" without a time: "am", "noon", "pm" or "evening", the part
+    # of the day its availability is read in (a booking still asks for the time).
     period: str | None = None
     attendees: int | None = None
     upper_bound: bool = False  # attendees is the top of a range ("五六个人")
@@ -260,7 +261,7 @@ def _read_turn_once(
         start=span.start,
         end=span.end,
         time_problem=span.problem,
-        period=text_period(normalized) if span.start is None else None,
+        period=day_part(normalized) if span.start is None else None,
         attendees=attendees,
         upper_bound=upper and attendees is not None,
         vague_attendees=vague,

@@ -115,6 +115,18 @@ def text_period(s: str) -> str | None:
     return _TEXT_PERIODS[match.group(0)] if match else None
 
 
+# The part of the day a request names without a time ("anything free tomorrow evening?"): as
+# text_period, but an evening is not the afternoon.
+_EVENING_WORDS = ("evening", "tonight", "night", "傍晚", "晚上", "夜里", "今晚", "明晚")
+_DAY_PARTS = _TEXT_PERIODS | dict.fromkeys(_EVENING_WORDS, "evening")
+
+
+def day_part(s: str) -> str | None:
+    """ "am", "noon", "pm" or "evening", or None when the text names no part of the day."""
+    match = _TEXT_PERIOD.search(s)
+    return _DAY_PARTS[match.group(0)] if match else None
+
+
 def _clock(match: re.Match[str], n: int) -> _Clock | None:
     def group(name: str) -> str | None:
         return match.group(f"{name}{n}")
