@@ -122,7 +122,7 @@ _DAY_PARTS = _TEXT_PERIODS | dict.fromkeys(_EVENING_WORDS, "evening")
 
 
 def day_part(s: str) -> str | None:
-    """ "am", "noon", "pm" or "evening", or None when the text names no part of the day."""
+    """The part of the day the text names ("am", "noon", "pm" or "evening"), or None."""
     match = _TEXT_PERIOD.search(s)
     return _DAY_PARTS[match.group(0)] if match else None
 
