@@ -15,7 +15,7 @@ LOCALES ?= zh_Hans
 # makemessages only reads settings; these addresses are never dialled.
 NO_SERVERS := DATABASE_URL=$${DATABASE_URL:-postgres://localhost/unused} REDIS_URL=$${REDIS_URL:-redis://localhost/0}
 
-.PHONY: run test test-integration services stop lint soak bench bench-assistant bench-contention bench-runtime bench-cpu bench-load bench-chaos bench-profile bench-trace bench-peers bench-redis venv clean compilemessages messages
+.PHONY: run test test-integration services stop lint soak bench bench-assistant bench-contention bench-runtime bench-cpu bench-load bench-chaos bench-profile bench-trace bench-peers venv clean compilemessages messages
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON)" || { echo "Python 3.12+ is required (Django 6)."; exit 1; }
@@ -114,9 +114,6 @@ bench-profile: venv
 
 bench-trace: venv
 	$(PY) -m config.devservers exec --var var/bench-trace --fresh --fast -- $(PY) bench/trace_latency.py
-
-bench-redis: venv
-	$(PY) -m config.devservers exec --var var/bench-redis --fresh --fast -- $(PY) bench/redis_roundtrip.py
 
 clean:
 	rm -rf var
