@@ -52,7 +52,7 @@ from bookings.assistant.parsing.times import (
     at_minutes,
     day_part,
     extract_time_span,
-    text_period,
+    period_of,
 )
 
 
@@ -236,7 +236,8 @@ def _read_turn_once(
         s = _EOD.sub(" 5pm-6pm ", s)
         guessed.append("time")
     counted, upper, s = extract_counting(s)
-    span, s = extract_time_span(s, text_period(normalized))
+    part = day_part(normalized)
+    span, s = extract_time_span(s, period_of(part))
     attendees, s = extract_attendees(s)
     if counted is not None:
         attendees = counted
@@ -261,7 +262,7 @@ def _read_turn_once(
         start=span.start,
         end=span.end,
         time_problem=span.problem,
-        period=day_part(normalized) if span.start is None else None,
+        period=part if span.start is None else None,
         attendees=attendees,
         upper_bound=upper and attendees is not None,
         vague_attendees=vague,

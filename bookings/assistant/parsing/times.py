@@ -110,21 +110,27 @@ class _Clock:
     zero_padded: bool
 
 
-def text_period(s: str) -> str | None:
-    match = _TEXT_PERIOD.search(s)
-    return _TEXT_PERIODS[match.group(0)] if match else None
-
-
-# The part of the day a request names without a time ("anything free tomorrow evening?"): as
-# text_period, but an evening is not the afternoon.
+# The part of the day a request names ("tomorrow afternoon", "明晚"): am, noon or pm as a time
+# of day reads it ("at 7 in the evening" is 19:00), and an evening of its own for what an
+# availability answer lists (an evening is not the afternoon).
+_EVENING = "evening"
 _EVENING_WORDS = ("evening", "tonight", "night", "傍晚", "晚上", "夜里", "今晚", "明晚")
-_DAY_PARTS = _TEXT_PERIODS | dict.fromkeys(_EVENING_WORDS, "evening")
+_DAY_PARTS = _TEXT_PERIODS | dict.fromkeys(_EVENING_WORDS, _EVENING)
 
 
 def day_part(s: str) -> str | None:
     """The part of the day the text names ("am", "noon", "pm" or "evening"), or None."""
     match = _TEXT_PERIOD.search(s)
     return _DAY_PARTS[match.group(0)] if match else None
+
+
+def period_of(part: str | None) -> str | None:
+    """A part of the day as a time of day reads it: an evening is pm."""
+    return _PM if part == _EVENING else part
+
+
+def text_period(s: str) -> str | None:
+    return period_of(day_part(s))
 
 
 def _clock(match: re.Match[str], n: int) -> _Clock | None:
