@@ -163,6 +163,7 @@ def _availability(
         day=windows[0][0],
         whole_slot=len(windows) == 1 and reading.start_at is not None,
         people=frame.attendees,
+        searched=(windows[0][0], windows[-1][1]),
     )
     return Step(message=message, outcome=StepOutcome.DONE)
 

@@ -479,8 +479,10 @@ def availability(
     day: datetime,
     whole_slot: bool,
     people: int | None,
+    searched: tuple[datetime, datetime],
 ) -> str:
-    """The answer to an availability question: nothing is booked."""
+    """The answer to an availability question: nothing is booked. ``searched``: from the first
+    hour searched to the end of the last (a day, or the part of it the person named)."""
     with in_language(language):
         when = _day(day)
         if whole_slot:
@@ -506,8 +508,9 @@ def availability(
                 "rooms": rooms,
             }
         if not free:
-            return _("No room is free on %(day)s between 09:00 and 18:00. I booked nothing.") % {
-                "day": when
+            return _("No room is free on %(day)s, %(span)s. I booked nothing.") % {
+                "day": when,
+                "span": _span(*searched),
             }
         lines = [
             _("%(room)s: %(times)s")
