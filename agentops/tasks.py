@@ -31,8 +31,8 @@ def reconcile_resume_task(action_id: str) -> None:
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
-def approval_settled_task(action_id: str) -> None:
-    runs.action_approval_settled(action_id)
+def approval_settled_task(action_id: str, run_id: str | None = None) -> None:
+    runs.action_approval_settled(action_id, run_id=run_id)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.mail import send_mail
-from django.db import IntegrityError, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop
 
@@ -27,7 +27,6 @@ from approvals.models import (
     ApprovalRequest,
     AuditEvent,
     Decision,
-    NonceUse,
     RequestStatus,
 )
 from approvals.signals import approval_refresh_requested, approval_settled
@@ -79,7 +78,7 @@ def _announce(request: ApprovalRequest) -> None:
     inbox_poke()
 
 
-@transaction.atomic
+@transaction.atomic(savepoint=False)  # the runtime's transaction, as it is
 def approval_request_open(
     *,
     action_ref: str,
@@ -88,13 +87,17 @@ def approval_request_open(
     binding: dict[str, Any],
     intent: dict[str, Any],
     deadline: datetime,
+    new_action: bool = False,
 ) -> ApprovalRequest:
-    """Open the request for one action (again, if it was opened before: the same one)."""
-    existing = ApprovalRequest.objects.filter(
-        action_ref=action_ref, status=RequestStatus.PENDING
-    ).first()
-    if existing is not None:
-        return existing
+    """Open the request for one action (again, if it was opened before: the same one).
+    ``new_action``: the caller recorded the action in this transaction, so no request of it
+    can be open (the look for one is spared)."""
+    if not new_action:
+        existing = ApprovalRequest.objects.filter(
+            action_ref=action_ref, status=RequestStatus.PENDING
+        ).first()
+        if existing is not None:
+            return existing
     request = ApprovalRequest.objects.create(
         action_ref=action_ref,
         run_ref=run_ref,
@@ -242,16 +245,8 @@ def approval_verify_and_consume(*, action_ref: str, binding_now: dict[str, Any])
         return Result(False, "approval_missing", "This action has no approval.")
     record = request.record
     result = _check(record, binding_now)
-    if result.ok:
-        used = NonceUse.objects.filter(nonce=record.nonce).first()
-        if used is None:
-            try:
-                with transaction.atomic():
-                    NonceUse.objects.create(nonce=record.nonce, action_ref=action_ref)
-            except IntegrityError:
-                used = NonceUse.objects.get(nonce=record.nonce)
-        if used is not None and used.action_ref != action_ref:
-            result = Result(False, "nonce_replayed", "This approval was already used.")
+    if result.ok and nonce_consume(record.nonce, action_ref) != action_ref:
+        result = Result(False, "nonce_replayed", "This approval was already used.")
     _audit(
         AuditEvent.CONSUMED if result.ok else AuditEvent.NOT_VALID,
         request=request,
@@ -261,6 +256,32 @@ def approval_verify_and_consume(*, action_ref: str, binding_now: dict[str, Any])
         ApprovalRequest.objects.filter(pk=request.pk).update(status=RequestStatus.STALE)
         inbox_poke()
     return result
+
+
+# Hand-written: the consumption of a nonce in one statement where the ORM took four (a read,
+# then the insert in a savepoint, for the unique violation of a race). A nonce already used
+# keeps its row: the statement inserts nothing and returns nothing.
+NONCE_CONSUME_SQL = """
+INSERT INTO approvals_nonceuse (nonce, action_ref, used_at) VALUES (%s, %s, %s)
+ON CONFLICT (nonce) DO NOTHING
+RETURNING action_ref
+"""
+NONCE_USER_SQL = "SELECT action_ref FROM approvals_nonceuse WHERE nonce = %s"
+
+
+def nonce_consume(nonce: str, action_ref: str) -> str:
+    """Consume ``nonce`` for ``action_ref``: the action it is used by from now on (``action_ref``
+    when it was free or already this action's; another's: a replay). A concurrent consumer's
+    insert makes this one wait for its commit; its row is then read in a statement of its own,
+    which sees that commit."""
+    with connection.cursor() as cursor:
+        cursor.execute(NONCE_CONSUME_SQL, [nonce, action_ref, timezone.now()])
+        row = cursor.fetchone()
+        if row is None:
+            cursor.execute(NONCE_USER_SQL, [nonce])
+            row = cursor.fetchone()
+    # Never empty: the conflicting row is committed. Were it, the approval would not run.
+    return str(row[0]) if row is not None else ""
 
 
 # Seed 002: a genuine approval whose time ran out is kept as evidence and the action frozen

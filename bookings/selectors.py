@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from accounts.models import Role, User
 from accounts.selectors import user_roles
+from agentops.contract import read_once
 from bookings import rules
 from bookings.errors import BookingError
 from bookings.models import Booking, BookingChange, BookingStatus, Room
@@ -164,29 +165,62 @@ def booking_list_overlapping(
     )
 
 
+# Hand-written: the room facts a call's checks read, in one statement (the gate's risk, an
+# approval's binding and summary each read some of them). Within the runtime's checks of one
+# call (agentops.contract.call_reads) the row is read once for all of them.
+ROOM_STATE_SQL = """
+SELECT id, name, requires_approval, department, capacity, bookable, schedule_version
+  FROM bookings_room WHERE code = %s
+"""
+
+
+@dataclass(frozen=True)
+class RoomState:
+    id: int
+    name: str
+    requires_approval: bool
+    department: str
+    capacity: int
+    bookable: bool
+    schedule_version: int
+
+
+def room_state(*, code: str) -> RoomState | None:
+    """The room's facts now (ROOM_STATE_SQL; None: no such room), read once per call's checks."""
+
+    def load() -> RoomState | None:
+        with connection.cursor() as cursor:
+            cursor.execute(ROOM_STATE_SQL, [code])
+            row = cursor.fetchone()
+        return RoomState(*row) if row is not None else None
+
+    return read_once(("bookings.room_state", code), load)
+
+
 def room_policy_facts(*, code: str) -> tuple[bool, str] | None:
-    """(requires_approval, department) of a room, or None: what the risk policy reads, cheaply."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT requires_approval, department FROM bookings_room WHERE code = %s", [code]
-        )
-        return cursor.fetchone()
+    """(requires_approval, department) of a room, or None: what the risk policy reads."""
+    state = room_state(code=code)
+    return (state.requires_approval, state.department) if state is not None else None
 
 
 def room_facts(*, code: str) -> dict[str, object] | None:
     """What the policy and the write depend on for a room: approval flag, department, capacity,
     bookable (None: no such room)."""
-    row = (
-        Room.objects.filter(code=code)
-        .values("requires_approval", "department", "capacity", "bookable")
-        .first()
-    )
-    return dict(row) if row else None
+    state = room_state(code=code)
+    if state is None:
+        return None
+    return {
+        "requires_approval": state.requires_approval,
+        "department": state.department,
+        "capacity": state.capacity,
+        "bookable": state.bookable,
+    }
 
 
 def room_schedule_version(*, code: str) -> int | None:
     """The room's schedule version now (None: no such room)."""
-    return Room.objects.filter(code=code).values_list("schedule_version", flat=True).first()
+    state = room_state(code=code)
+    return state.schedule_version if state is not None else None
 
 
 def booking_get(*, user: User, code: str) -> Booking:

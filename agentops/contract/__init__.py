@@ -38,6 +38,7 @@ from agentops.contract.planning import (
     Step,
     StepOutcome,
 )
+from agentops.contract.reads import call_reads, read_once
 from agentops.contract.tools import (
     CallContext,
     Compensation,
@@ -93,6 +94,7 @@ __all__ = [
     "broadcast",
     "broadcast_listen",
     "broadcast_unlisten",
+    "call_reads",
     "canonical_json",
     "failure",
     "governed_call",
@@ -101,6 +103,7 @@ __all__ = [
     "message_json",
     "message_text",
     "on_run_finished",
+    "read_once",
     "run_finished_announce",
     "success",
 ]

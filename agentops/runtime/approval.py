@@ -13,7 +13,7 @@ import types
 import uuid
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -126,7 +126,7 @@ def binding(run: AgentRun, action: Action, spec: ToolSpec, args: BaseModel) -> d
         "policy_facts": spec.policy_facts(args) if spec.policy_facts else None,
         "environment_instance": environment_instance(),
         "tool_generation": tool_generation(spec),
-        # request_open sets it before the first binding; a call is bound only after that.
+        # waiting_deadlines sets it before the first binding; a call is bound only after that.
         "proposal_expiry": action.proposal_deadline.isoformat(),  # type: ignore[union-attr]
     }
 
@@ -146,14 +146,31 @@ def approval_deadline(spec: ToolSpec, args: BaseModel, *, now: datetime) -> date
     return max(floor, min(wanted, latest)).astimezone(UTC)
 
 
-def request_open(run: AgentRun, action: Action, spec: ToolSpec, args: BaseModel) -> None:
-    """A HIGH action waits: open its approval request, and let the run wait as long."""
+def waiting_deadlines(
+    run: AgentRun, action: Action, spec: ToolSpec, args: BaseModel
+) -> tuple[str, ...]:
+    """Set the waiting action's deadline to its approval's, and extend the run's to it; the
+    run's fields changed (for the caller to save)."""
     deadline = approval_deadline(spec, args, now=timezone.now())
     action.proposal_deadline = deadline
-    action.save(update_fields=["proposal_deadline"])
     if run.deadline < deadline:
         run.deadline = deadline
-        run.save(update_fields=["deadline", "updated_at"])
+        return ("deadline",)
+    return ()
+
+
+def request_open(
+    run: AgentRun, action: Action, spec: ToolSpec, args: BaseModel, *, new_action: bool = False
+) -> None:
+    """A HIGH action waits: open its approval request, and let the run wait as long.
+    ``new_action``: the caller recorded the action just now, in this transaction, with both
+    deadlines set (``waiting_deadlines``) and saved: no request of it can exist yet."""
+    if not new_action:
+        changed = waiting_deadlines(run, action, spec, args)
+        action.save(update_fields=["proposal_deadline"])
+        if changed:
+            run.save(update_fields=[*changed, "updated_at"])
+    deadline = cast(datetime, action.proposal_deadline)  # set just now, or by the caller
     subject = run.subject
     request = approvals.approval_request_open(
         action_ref=str(action.pk),
@@ -175,6 +192,7 @@ def request_open(run: AgentRun, action: Action, spec: ToolSpec, args: BaseModel)
             "summary": _describe(run, action, spec, args),
         },
         deadline=deadline,
+        new_action=new_action,
     )
     trace_append(
         run=run,
@@ -231,8 +249,9 @@ def withdraw_pending(run: AgentRun) -> None:
 def on_settled(sender: Any, request: Any, **kwargs: Any) -> None:
     """approvals' signal: continue the run in a worker (a request withdrawn because its run
     ended finds the run terminal there and does nothing)."""
+    run_ref = request.run_ref if _is_uuid(request.run_ref) else None  # spares a look-up
     with transaction.atomic():
-        enqueue_approval_settled(request.action_ref)
+        enqueue_approval_settled(request.action_ref, run_id=run_ref)
 
 
 # How a request reached the runtime, in words (the channel of a direct call is the prefix of its

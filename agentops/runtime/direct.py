@@ -253,7 +253,7 @@ def pending_envelope(action: Action) -> dict[str, Any]:
         "run_id": str(action.run_id),
         "action_id": str(action.pk),
         "poll": f"/api/runs/{action.run_id}",
-        # proposal_record gives every action it records a deadline (request_open moves it).
+        # proposal_record gives every action it records a deadline (its approval's, waiting).
         "deadline": cast(datetime, action.proposal_deadline).isoformat(),
     }
     return envelope

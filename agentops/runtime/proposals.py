@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from agentops.contract import CallContext, ToolSpec, canonical_json, message_json
+from agentops.contract import CallContext, ToolSpec, call_reads, canonical_json, message_json
 from agentops.contract.limits import refused_input, safe_text
 from agentops.models import Action, ActionStatus, AgentRun, EventKind, TraceEvent
 from agentops.runtime import approval, gate
@@ -64,7 +64,42 @@ def proposal_record(
     """Gate one proposal and record it as an Action (refused ones too) with a ``gate`` event
     (which saves ``run_fields`` of the run too; ``before``: an event of the run that goes in
     just before it, trace.run_event). The caller holds the run lock. Writes get the host's
-    idempotency key: ``key`` if given, else ``run:turn:index``."""
+    idempotency key: ``key`` if given, else ``run:turn:index``.
+
+    The gate, the approval's opening and its binding read the tool's state once between them
+    (``call_reads``)."""
+    with call_reads():
+        return _proposal_record(
+            run=run,
+            ctx=ctx,
+            roles=roles,
+            turn=turn,
+            index=index,
+            tool=tool,
+            arguments=arguments,
+            writes_so_far=writes_so_far,
+            usage=usage,
+            key=key,
+            run_fields=run_fields,
+            before=before,
+        )
+
+
+def _proposal_record(
+    *,
+    run: AgentRun,
+    ctx: CallContext,
+    roles: frozenset[str],
+    turn: int,
+    index: int,
+    tool: str,
+    arguments: Any,
+    writes_so_far: int,
+    usage: gate.RunUsage | None,
+    key: str | None,
+    run_fields: tuple[str, ...],
+    before: TraceEvent | None,
+) -> tuple[gate.Verdict, Action]:
     verdict = gate.screen(
         tool, arguments, ctx=ctx, roles=roles, writes_so_far=writes_so_far, usage=usage
     )
@@ -93,6 +128,10 @@ def proposal_record(
     else:
         # REJECTED: the gate's every refusal and abort carries its error (gate._refuse).
         action.result = verdict.error.envelope()  # type: ignore[union-attr]
+    if status == ActionStatus.WAITING_APPROVAL and spec is not None and args is not None:
+        # The approval's deadline goes in with the action, and the run's, extended to it, with
+        # the gate event's statement (approval.request_open then saves neither).
+        run_fields = (*run_fields, *approval.waiting_deadlines(run, action, spec, args))
     action_create(
         action,
         status,
@@ -115,5 +154,5 @@ def proposal_record(
     )
     if status == ActionStatus.WAITING_APPROVAL:
         # Only the gate's last check sends a call to approval, with its spec and arguments.
-        approval.request_open(run, action, spec, args)  # type: ignore[arg-type]
+        approval.request_open(run, action, spec, args, new_action=True)  # type: ignore[arg-type]
     return verdict, action

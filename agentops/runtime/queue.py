@@ -71,8 +71,9 @@ def enqueue_action(action_id: Any, countdown: float = 0, *, run_id: Any = None) 
     _send(EXECUTE, [str(action_id), *([str(run_id)] if run_id else [])], countdown or None)
 
 
-def enqueue_approval_settled(action_id: Any) -> None:
-    _send(APPROVAL_SETTLED, [str(action_id)])
+def enqueue_approval_settled(action_id: Any, *, run_id: Any = None) -> None:
+    """``run_id``, when the caller knows it, saves the worker a look-up."""
+    _send(APPROVAL_SETTLED, [str(action_id), *([str(run_id)] if run_id else [])])
 
 
 def enqueue_approval_refresh(action_id: Any) -> None:

@@ -31,6 +31,7 @@ from agentops.contract import (
     Signal,
     ToolError,
     ToolSpec,
+    call_reads,
     canonical_json,
     failure,
     success,
@@ -176,7 +177,8 @@ def begin_locked(
             actions = run_actions(run)
         # Read here, the run's actions also say whether this call is its turn's only one.
         alone = alone or all(a.pk == action.pk for a in actions if a.turn == action.turn)
-        refusal = _precheck(run, action, spec, ctx, args, roles=roles, actions=actions)
+        with call_reads():  # the gate's recheck and the approval's binding read once
+            refusal = _precheck(run, action, spec, ctx, args, roles=roles, actions=actions)
     now = timezone.now()
     if refusal is not None and refusal.code in STALE_CODES:
         # A genuine approval that no longer fits: kept as evidence, the action frozen until a

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
+from contextlib import nullcontext
 from typing import Any
 
 from django.conf import settings
@@ -43,7 +44,7 @@ from agentops.runtime import approval, ratelimit, registry
 from agentops.runtime.kinds import POLICY_VERSION, AfterCall, rules, run_create
 from agentops.runtime.locks import lock_action, lock_run
 from agentops.runtime.queue import (
-    continue_action,
+    continue_here,
     continue_step,
     enqueue_action,
     enqueue_reconcile,
@@ -178,10 +179,14 @@ def run_start(
     if scope is not None:
         delegation = _narrowed(delegation, scope)
     # The run and its first event are one statement (run_create with ``started``); its first
-    # step is sent once that has committed.
+    # step is sent once that has committed. One statement needs no transaction around it (a
+    # BEGIN and a COMMIT are two round trips more); inside the caller's, a savepoint keeps a
+    # key's race (the IntegrityError below) from breaking it.
     model_name = model or settings.AGENT_MODEL
     try:
-        with transaction.atomic():
+        with (
+            transaction.atomic() if transaction.get_connection().in_atomic_block else nullcontext()
+        ):
             run = run_create(
                 kind=RunKind.ASSISTANT,
                 subject=user,
@@ -287,12 +292,21 @@ def advance(run_id: Any, turn: int) -> None:
         advance_locked(lock_run(run_id), turn)
 
 
-def advance_locked(run: AgentRun, turn: int, *, turn_actions: list[Action] | None = None) -> None:
+def advance_locked(
+    run: AgentRun,
+    turn: int,
+    *,
+    turn_actions: list[Action] | None = None,
+    run_actions_now: list[Action] | None = None,
+) -> None:
     """After a turn's actions change: start the next calls (reads in parallel, writes one at a
     time), or the next step when all are done. The caller holds the run lock (and passes the
-    turn's actions when it has just loaded or made them all)."""
+    turn's actions when it has just loaded or made them all; ``run_actions_now``: all the
+    run's, read under that lock, which a call started here is prechecked against)."""
     if run.status != RunStatus.RUNNING:
         return
+    if turn_actions is None and run_actions_now is not None:
+        turn_actions = [a for a in run_actions_now if a.turn == turn]
     actions = turn_actions if turn_actions is not None else run_actions(run, turn=turn)
     if any(a.status == ActionStatus.RUNNING for a in actions):
         return
@@ -302,14 +316,27 @@ def advance_locked(run: AgentRun, turn: int, *, turn_actions: list[Action] | Non
         return
     reads = [a for a in queued if a.readonly]
     to_start = [a for a in reads or queued[:1] if not a.task_id]
+    if len(to_start) == 1:  # nothing to run beside it
+        start_here(run, to_start[0], actions=run_actions_now)
+        return
     for action in to_start:
         action.task_id = "enqueued"
         action.save(update_fields=["task_id"])
-    if len(to_start) == 1:  # nothing to run beside it: this worker goes on with it
-        continue_action(to_start[0].pk, run_id=run.pk)
-    else:
-        for action in to_start:
-            enqueue_action(action.pk, run_id=run.pk)
+        enqueue_action(action.pk, run_id=run.pk)
+
+
+def start_here(run: AgentRun, action: Action, *, actions: list[Action] | None = None) -> None:
+    """Start the queued ``action`` in the caller's transaction (which holds the run lock); this
+    process makes the call after the commit, as a step's one call is made. Neither a second
+    lock of the run nor a mark for the sweeper: a running action has a lease, and a process
+    that dies before the call leaves it for the sweeper to settle. ``actions``: the run's, if
+    the caller read them under its lock. The recorder imports this module, so it is imported
+    here."""
+    from agentops.runtime.recorder import begin_locked, started_call_finish
+
+    started = begin_locked(run, action, actions=actions)
+    if started is not None:
+        continue_here(started_call_finish, started)
 
 
 def action_settled(run: AgentRun, action: Action, *, alone: bool = False) -> None:
@@ -344,11 +371,14 @@ def _after_call(
     *,
     outcome: RunOutcome | None = None,
     turn_actions: list[Action] | None = None,
+    run_actions_now: list[Action] | None = None,
 ) -> None:
     """What a settled call leads to, by the run's kind (``kinds.KINDS``, ``after_call``)."""
     match rules(run).after_call:
         case AfterCall.NEXT_STEP:
-            advance_locked(run, action.turn, turn_actions=turn_actions)
+            advance_locked(
+                run, action.turn, turn_actions=turn_actions, run_actions_now=run_actions_now
+            )
         case AfterCall.END_RUN:
             _end_with_call(run, action, outcome=outcome)
         case AfterCall.CLIENT_NEXT:
@@ -390,9 +420,11 @@ def _end_with_call(run: AgentRun, action: Action, outcome: RunOutcome | None = N
     run_move(run, RunStatus.SUCCEEDED if ok else RunStatus.FAILED, outcome=outcome, reply="")
 
 
-def _lock_waiting(action_id: Any) -> tuple[AgentRun, Action] | None:
+def _lock_waiting(action_id: Any, *, run_id: Any = None) -> tuple[AgentRun, Action] | None:
     """The run and action, locked, if the action still waits for an approval in a live run."""
-    locked = lock_action(action_id)
+    locked = lock_action(action_id, run_id=run_id)
+    if locked is None and run_id is not None:  # not of that run after all: look it up
+        locked = lock_action(action_id)
     if locked is None:
         return None
     run, action = locked
@@ -401,14 +433,15 @@ def _lock_waiting(action_id: Any) -> tuple[AgentRun, Action] | None:
     return run, action
 
 
-def action_approval_settled(action_id: Any) -> None:
+def action_approval_settled(action_id: Any, *, run_id: Any = None) -> None:
     """A human decided (or nobody did in time): the waiting action runs, is refused, or the run
-    ends. Safe to call twice."""
+    ends. Safe to call twice. ``run_id``: the request's run, if known (spares a look-up; a run
+    that is not the action's finds nothing to settle)."""
     request = approval_request_latest(action_ref=str(action_id))
     if request is None:
         return
     with transaction.atomic():
-        locked = _lock_waiting(action_id)
+        locked = _lock_waiting(action_id, run_id=run_id)
         if locked is None:
             return
         run, action = locked
@@ -426,7 +459,7 @@ def action_approval_settled(action_id: Any) -> None:
             },
         )
         if not rules(run).approval_holds_run:  # a session: only this call is decided
-            _call_approval_settled(action, request.status, record)
+            _call_approval_settled(run, action, request.status, record)
             return
         if request.status == RequestStatus.APPROVED:
             action_move(action, ActionStatus.QUEUED)
@@ -460,24 +493,26 @@ def action_approval_settled(action_id: Any) -> None:
             return
         else:
             return
-        if (
-            run.status == RunStatus.WAITING_APPROVAL
-            and not run.actions.filter(status=ActionStatus.WAITING_APPROVAL).exists()
-        ):
+        if run.status != RunStatus.WAITING_APPROVAL:
+            return
+        # The run's actions, read once under the lock (this one as just moved): whether another
+        # still waits, the turn's next call, and that call's precheck.
+        actions = [action if a.pk == action.pk else a for a in run_actions(run)]
+        if not any(a.status == ActionStatus.WAITING_APPROVAL for a in actions):
             run_move(run, RunStatus.RUNNING, payload={"turn": action.turn})
             if action.status == ActionStatus.QUEUED and rules(run).after_call == AfterCall.END_RUN:
-                continue_action(action.pk, run_id=run.pk)  # no model: run the one call
+                start_here(run, action, actions=actions)  # no model: run the one call
             else:
-                _after_call(run, action)
+                _after_call(run, action, run_actions_now=actions)
 
 
-def _call_approval_settled(action: Action, status: str, record: Any) -> None:
+def _call_approval_settled(run: AgentRun, action: Action, status: str, record: Any) -> None:
     """In a run whose approvals hold only their call (an MCP session) a decision settles only
     that call: approved, it runs; rejected,
     expired or withdrawn, it is refused. The session's other calls are not affected."""
     if status == RequestStatus.APPROVED:
         action_move(action, ActionStatus.QUEUED)
-        continue_action(action.pk, run_id=action.run_id)
+        start_here(run, action)
     elif status in (RequestStatus.REJECTED, RequestStatus.EXPIRED, RequestStatus.WITHDRAWN):
         code, message = {
             RequestStatus.REJECTED: (

@@ -161,9 +161,10 @@ def _apply_locked(
         "message": step.message[:500],
         "outcome": step.outcome.value if not step.proposals else "",
     }
-    if not step.proposals:
-        trace_append(run=run, kind=EventKind.MODEL_STEP, payload=payload)
-        verifier.finish_with_verification(run, step, actions=actions)
+    if not step.proposals:  # the step's event goes in with the run's end
+        verifier.finish_with_verification(
+            run, step, actions=actions, step_event=run_event(run, EventKind.MODEL_STEP, payload)
+        )
         return
     # The step's event goes in with its first proposal's, in one statement.
     step_event: TraceEvent | None = run_event(run, EventKind.MODEL_STEP, payload)

@@ -31,7 +31,8 @@ UPDATE of ``fields`` writes what ``save(update_fields=fields)`` writes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from functools import cache
 from typing import Any
@@ -221,6 +222,23 @@ SELECT %(run)s, numbered.event_seq, %(kind)s, %(action)s, %(payload)s::jsonb, %(
 RETURNING id, seq
 """
 
+# The same with events of the run numbered just before it, in their order (a last planning
+# step's model_step and its writes' verifications, then run_finished): one statement where each
+# event took one. The events come as arrays, one element per event.
+RUN_SAVE_EVENTS_SQL = """
+WITH numbered AS (
+    UPDATE agentops_agentrun SET event_seq = event_seq + %(n)s, {run_sets}
+     WHERE id = %(run)s
+    RETURNING event_seq
+)
+INSERT INTO agentops_traceevent (run_id, seq, kind, action_id, payload, created_at)
+SELECT %(run)s, numbered.event_seq - %(n)s + e.n, e.kind, e.action, e.payload::jsonb, e.at
+  FROM numbered,
+       unnest(%(kinds)s::varchar[], %(actions)s::uuid[], %(payloads)s::text[],
+              %(ats)s::timestamptz[]) WITH ORDINALITY AS e(kind, action, payload, at, n)
+RETURNING id, seq
+"""
+
 # A new action and its event (the gate's, a compensation planned), with the run's columns the
 # caller names (a proposal counted).
 ACTION_INSERT_EVENT_SQL = """
@@ -312,6 +330,7 @@ RUN_MOVE_COLUMNS = (
     "finished_at",
     "tool_calls",
     "proposals",
+    "deadline",  # extended while a call waits for its approval (approval.waiting_deadlines)
     "updated_at",
 )
 
@@ -652,6 +671,30 @@ def run_save_with_event(run: AgentRun, fields: Iterable[str], event: TraceEvent)
         **_event_params(event),
     }
     event.pk, event.seq = _one_of_run(RUN_SAVE_EVENT_SQL, params)
+
+
+def run_save_with_events(
+    run: AgentRun, fields: Iterable[str], events: Sequence[TraceEvent]
+) -> None:
+    """Save ``fields`` of ``run`` and its ``updated_at`` with ``events`` of it, numbered in
+    their order (RUN_SAVE_EVENTS_SQL); each gets its ``pk`` and ``seq``."""
+    if not events or any(e.run_id != run.pk for e in events):
+        raise ValueError("events of this run, at least one")
+    payload = TraceEvent._meta.get_field("payload")
+    params = {
+        **save_params(run, (*fields, "updated_at"), _RUN, RUN_MOVE_COLUMNS),
+        "run": run.pk,
+        "n": len(events),
+        "kinds": [e.kind for e in events],
+        "actions": [e.action_id for e in events],
+        "payloads": [json.dumps(e.payload, cls=payload.encoder) for e in events],
+        "ats": [e.created_at for e in events],
+    }
+    rows = _fetch(RUN_SAVE_EVENTS_SQL, params)
+    if not rows:
+        raise AgentRun.NotUpdated("The run's row is gone: no event was numbered.")
+    for event, (pk, seq) in zip(events, sorted(rows, key=lambda row: row[1]), strict=True):
+        event.pk, event.seq = pk, seq
 
 
 def _run_fields_params(run: AgentRun, run_fields: tuple[str, ...]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import logging
 import os
 import queue
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from channels.layers import get_channel_layer
@@ -208,18 +209,43 @@ def run_insert_with_event(
 
 
 def run_save_with_event(
-    *, run: AgentRun, fields: tuple[str, ...], kind: str, payload: dict[str, Any] | None = None
+    *,
+    run: AgentRun,
+    fields: tuple[str, ...],
+    kind: str,
+    payload: dict[str, Any] | None = None,
+    before: Sequence[TraceEvent] = (),
 ) -> TraceEvent:
-    """Save ``fields`` of ``run`` (and its ``updated_at``) with one event of it."""
+    """Save ``fields`` of ``run`` (and its ``updated_at``) with one event of it; ``before``:
+    events of the run not yet appended (``run_event``), numbered just before it, in order."""
     event = _event(run, kind, payload, None)
-    store.run_save_with_event(run, fields, event)
+    if not before:
+        store.run_save_with_event(run, fields, event)
+        return _appended(run, event)
+    store.run_save_with_events(run, fields, [*before, event])
+    for earlier in before:
+        _appended(run, earlier)
     return _appended(run, event)
 
 
-def run_event(run: AgentRun, kind: str, payload: dict[str, Any] | None = None) -> TraceEvent:
-    """An event of ``run`` about no action, not yet appended: it goes in with the next statement
-    that takes it (action_insert_with_event's ``before``)."""
-    return _event(run, kind, payload, None)
+def events_append(run: AgentRun, events: Sequence[TraceEvent]) -> None:
+    """Append events made by ``run_event`` that no statement took, in order."""
+    for event in events:
+        store.event_append(event)
+        _appended(run, event)
+
+
+def run_event(
+    run: AgentRun,
+    kind: str,
+    payload: dict[str, Any] | None = None,
+    *,
+    action: Action | None = None,
+) -> TraceEvent:
+    """An event of ``run`` (about ``action``, if given), not yet appended: it goes in with the
+    next statement that takes it (action_insert_with_event's ``before``, which takes only
+    events about no action; run_save_with_event's), or ``events_append``."""
+    return _event(run, kind, payload, action)
 
 
 def action_insert_with_event(

@@ -6,6 +6,7 @@ Callers hold the row locks (runtime.locks) and are inside a transaction.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import transaction
@@ -124,9 +125,11 @@ def run_move(
     outcome: RunOutcome | None = None,
     reply: str | None = None,
     payload: dict[str, Any] | None = None,
+    before: Sequence[TraceEvent] = (),
 ) -> None:
     """Move the run to ``to`` and trace it. Terminal moves need an outcome; nothing moves a
-    terminal run."""
+    terminal run. ``before``: events of the run not yet appended (trace.run_event), numbered
+    just before the move's own in the same statement."""
     if to not in RUN_MOVES[RunStatus(run.status)]:
         raise IllegalMoveError(f"run {run.pk}: {run.status} -> {to}")
     run.status = to
@@ -149,7 +152,7 @@ def run_move(
         kind, event = EventKind.RUN_FINISHED, event | (payload or {})
     else:
         kind, event = _RUN_EVENT[to], payload or {}
-    run_save_with_event(run=run, fields=tuple(fields), kind=kind, payload=event)
+    run_save_with_event(run=run, fields=tuple(fields), kind=kind, payload=event, before=before)
     if terminal:
         finished = {
             "run_id": str(run.pk),

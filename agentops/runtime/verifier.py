@@ -14,12 +14,13 @@ from agentops.models import (
     EventKind,
     RunOutcome,
     RunStatus,
+    TraceEvent,
 )
 from agentops.runtime import registry
 from agentops.runtime.context import action_context
 from agentops.runtime.saga import run_end
 from agentops.runtime.store import run_actions
-from agentops.runtime.trace import trace_append
+from agentops.runtime.trace import events_append, run_event, trace_append
 from agentops.runtime.transitions import run_move
 
 _STEP_OUTCOME = {
@@ -59,14 +60,22 @@ def call_verify(run: AgentRun, action: Action) -> Verification | None:
 
 
 def finish_with_verification(
-    run: AgentRun, step: Step, *, actions: list[Action] | None = None
+    run: AgentRun,
+    step: Step,
+    *,
+    actions: list[Action] | None = None,
+    step_event: TraceEvent | None = None,
 ) -> None:
     """The model proposes nothing more. The caller holds the run lock (and passes the run's
-    actions when it has just read them under it)."""
+    actions when it has just read them under it; ``step_event``: the step's own event, not yet
+    appended). A run that succeeds ends in one statement with its step's event and its writes'
+    verifications (transitions.run_move's ``before``); any other end appends them first."""
     assistant = registry.assistant()
     if actions is None:
         actions = run_actions(run)
+    pending = [step_event] if step_event is not None else []
     if any(a.status in UNSETTLED_ACTION_STATUSES for a in actions):
+        events_append(run, pending)
         if run.status == RunStatus.RUNNING:
             run_move(run, RunStatus.RECONCILING)
         run.reply = still_checking(run)
@@ -85,11 +94,13 @@ def finish_with_verification(
         spec = registry.get(action.tool)
         receipt = (action.result or {}).get("data") or {}
         verdict = spec.verify(receipt, action_context(run, action))
-        trace_append(
-            run=run,
-            kind=EventKind.VERIFIED,
-            action=action,
-            payload={"holds": verdict.holds, "detail": verdict.detail},
+        pending.append(
+            run_event(
+                run,
+                EventKind.VERIFIED,
+                {"holds": verdict.holds, "detail": verdict.detail},
+                action=action,
+            )
         )
         if not verdict.holds:
             problems.append(verdict.detail)
@@ -107,16 +118,22 @@ def finish_with_verification(
         ReplyKind.NOTHING_DONE, language=run.language, detail=said, writes=_writes(delegation)
     )
     complete = step.outcome == StepOutcome.DONE and not _missing(delegation, writes)
+    succeeded = None
+    if not problems and summaries and complete:
+        succeeded = RunOutcome.VERIFIED, " ".join(summaries)
+    elif not problems and not summaries and step.outcome == StepOutcome.DONE and not wanted_write:
+        succeeded = RunOutcome.ANSWERED, step.message
+    if succeeded is not None:  # the run's end, with the events of this step, in one statement
+        outcome, reply = succeeded
+        run_move(run, RunStatus.SUCCEEDED, outcome=outcome, reply=reply, before=pending)
+        return
+    events_append(run, pending)  # the saga's end takes no events of its own
     if problems:
         outcome = RunOutcome.VERIFICATION_FAILED
         run_end(run, RunStatus.FAILED, outcome=outcome, reply=nothing_done, gone=gone)
     elif summaries and not complete:  # a part of a multi-write request: undone, not reported
         outcome = _STEP_OUTCOME[step.outcome]
         run_end(run, RunStatus.FAILED, outcome=outcome, reply=nothing_done)
-    elif summaries:
-        run_move(run, RunStatus.SUCCEEDED, outcome=RunOutcome.VERIFIED, reply=" ".join(summaries))
-    elif step.outcome == StepOutcome.DONE and not wanted_write:
-        run_move(run, RunStatus.SUCCEEDED, outcome=RunOutcome.ANSWERED, reply=step.message)
     else:  # writes it confirmed on the way are undone first (runtime.saga)
         # "Nothing was booked" only where a write was granted: a question, a list or an
         # answer of a read-only request is the planner's own words.

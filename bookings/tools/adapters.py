@@ -304,7 +304,7 @@ def _person(user: Any) -> str:
 
 
 def reserve_describe(ctx: CallContext, args: ReserveRoomInput) -> Message:
-    room = Room.objects.filter(code=args.room_id).only("name").first()
+    room = selectors.room_state(code=args.room_id)
     attendees = args.attendees or ctx.delegation.attendees
     params = {
         "room": args.room_id,
