@@ -56,8 +56,8 @@ from agentops.runtime.idempotency import (
 from agentops.runtime.invoke import TOOL_CRASHED, faults_for, invoke
 from agentops.runtime.kinds import rules
 from agentops.runtime.locks import lock_action
-from agentops.runtime.queue import enqueue_action
-from agentops.runtime.runs import action_settled, writes_used
+from agentops.runtime.queue import continue_here, enqueue_action
+from agentops.runtime.runs import action_settled, install_starter, writes_used
 from agentops.runtime.store import action_same_succeeded, run_actions
 from agentops.runtime.timing import (
     LEASE_GRACE,
@@ -484,3 +484,13 @@ def action_execute(action_id: Any, *, run_id: Any = None) -> None:
     started = action_begin(action_id, run_id=run_id)
     if started is not None:
         started_call_finish(started)
+
+
+def _start_here(run: AgentRun, action: Action, actions: list[Action] | None) -> None:
+    """runs.start_here: the call started in the caller's transaction, made after its commit."""
+    started = begin_locked(run, action, actions=actions)
+    if started is not None:
+        continue_here(started_call_finish, started)
+
+
+install_starter(_start_here)

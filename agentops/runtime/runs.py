@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
+from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 
@@ -44,7 +45,7 @@ from agentops.runtime import approval, ratelimit, registry
 from agentops.runtime.kinds import POLICY_VERSION, AfterCall, rules, run_create
 from agentops.runtime.locks import lock_action, lock_run
 from agentops.runtime.queue import (
-    continue_here,
+    continue_action,
     continue_step,
     enqueue_action,
     enqueue_reconcile,
@@ -325,18 +326,28 @@ def advance_locked(
         enqueue_action(action.pk, run_id=run.pk)
 
 
+# How a queued call starts in its caller's transaction: agentops.runtime.recorder installs it
+# as it is imported (it imports this module, so this one cannot import it).
+_STARTERS: list[Callable[[AgentRun, Action, list[Action] | None], None]] = []
+
+
+def install_starter(start: Callable[[AgentRun, Action, list[Action] | None], None]) -> None:
+    _STARTERS[:] = [start]
+
+
 def start_here(run: AgentRun, action: Action, *, actions: list[Action] | None = None) -> None:
     """Start the queued ``action`` in the caller's transaction (which holds the run lock); this
     process makes the call after the commit, as a step's one call is made. Neither a second
     lock of the run nor a mark for the sweeper: a running action has a lease, and a process
     that dies before the call leaves it for the sweeper to settle. ``actions``: the run's, if
-    the caller read them under its lock. The recorder imports this module, so it is imported
-    here."""
-    from agentops.runtime.recorder import begin_locked, started_call_finish
-
-    started = begin_locked(run, action, actions=actions)
-    if started is not None:
-        continue_here(started_call_finish, started)
+    the caller read them under its lock. Without the recorder installed, the call is marked
+    and continued after the commit, in a transaction of its own."""
+    if _STARTERS:
+        _STARTERS[0](run, action, actions)
+        return
+    action.task_id = "enqueued"
+    action.save(update_fields=["task_id"])
+    continue_action(action.pk, run_id=run.pk)
 
 
 def action_settled(run: AgentRun, action: Action, *, alone: bool = False) -> None:

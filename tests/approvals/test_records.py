@@ -5,14 +5,16 @@ and consumes nothing."""
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from approvals.models import ApprovalAudit, ApprovalRecord, ApprovalRequest, NonceUse
-from approvals.services import approval_decide, approval_verify_and_consume
+from approvals.services import approval_decide, approval_verify_and_consume, nonce_consume
 
 pytestmark = pytest.mark.django_db
 
@@ -156,3 +158,40 @@ def test_two_approvers_at_once_give_one_decision(e17):
     assert sorted(r.ok for r in results.values()) == [False, True]
     assert [r.code for r in results.values() if not r.ok] == ["already_decided"]
     assert ApprovalRecord.objects.count() == 1
+
+
+def test_a_nonce_is_consumed_in_one_statement(decided):
+    with CaptureQueriesContext(connection) as sql:
+        assert verify().ok
+    nonce_statements = [q["sql"] for q in sql.captured_queries if "approvals_nonceuse" in q["sql"]]
+    assert len(nonce_statements) == 1  # a read, a savepoint, the insert and its release before
+    used = NonceUse.objects.get()
+    assert (used.nonce, used.action_ref) == (ApprovalRecord.objects.get().nonce, "a1")
+    assert abs((timezone.now() - used.used_at).total_seconds()) < 5
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_nonce_consumed_by_two_actions_at_once_is_one_actions(e17):
+    """The second insert waits for the first's commit, inserts nothing, and then reads the
+    winner's row in a statement of its own (its snapshot, taken before that commit, cannot)."""
+    inserted, answers = threading.Event(), {}
+
+    def first() -> None:
+        with transaction.atomic():
+            answers["first"] = nonce_consume("n-race", "a-first")
+            inserted.set()
+            time.sleep(0.3)  # the second is waiting on this row meanwhile
+        connection.close()
+
+    def second() -> None:
+        inserted.wait(5)
+        answers["second"] = nonce_consume("n-race", "a-second")
+        connection.close()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert answers == {"first": "a-first", "second": "a-first"}
+    assert list(NonceUse.objects.values_list("action_ref", flat=True)) == ["a-first"]

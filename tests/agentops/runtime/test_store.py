@@ -389,7 +389,7 @@ def test_every_statement_is_one_psycopg_caches_the_parsing_of():
         for name, value in vars(store).items()
         if name.endswith("_SQL") and isinstance(value, str)
     }
-    assert len(statements) == 17
+    assert len(statements) == 18
     for name, statement in statements.items():
         sql = store._sql(statement)
         assert len(sql.encode()) <= 4096, name
@@ -563,6 +563,63 @@ def test_a_run_saved_with_its_event_is_the_rows_the_orm_saves(clock, e17, e23, s
     expected = {AgentRun._meta.get_field(n).column for n in (*names, "updated_at", "event_seq")}
     assert differing(before, via_store["run"]) == expected
     assert mine.event_seq == via_store["run"]["event_seq"]
+
+
+@pytest.mark.parametrize("saving", ["every column", "a status move"])
+def test_a_run_saved_with_events_before_its_own_is_the_rows_the_orm_saves(clock, e17, e23, saving):
+    """A last step's event and its writes' verifications with the run's end, in one statement
+    (RUN_SAVE_EVENTS_SQL): the rows the ORM writes in one statement per event and a save."""
+    run_id = run_create(e17, status="running").pk
+    action = action_create(AgentRun.objects.get(pk=run_id))
+    columns = run_columns(e23)
+    names = store.RUN_MOVE_COLUMNS if saving == "every column" else ("status", "outcome")
+    before = stored(AgentRun, id=run_id)
+    mine, theirs = change_run(run_id, columns), change_run(run_id, columns)
+    step = {"turn": 3, "message": "好的 — done", "proposals": []}
+    verified = {"holds": True, "detail": "B212 confirmed in R7", "n": [1, {"x": None}]}
+    clock.at = T1
+
+    def by_orm() -> None:
+        orm_event(theirs, EventKind.MODEL_STEP, step)
+        orm_event(theirs, EventKind.VERIFIED, verified, action)
+        theirs.save(update_fields=(*names, "updated_at"))
+        orm_event(theirs, EventKind.RUN_FINISHED, {"x": 1})
+
+    earlier = [
+        run_event(mine, EventKind.MODEL_STEP, step),
+        run_event(mine, EventKind.VERIFIED, verified, action=action),
+    ]
+    via_store, via_orm = both_ways(
+        lambda: run_save_with_event(
+            run=mine, fields=names, kind=EventKind.RUN_FINISHED, payload={"x": 1}, before=earlier
+        ),
+        by_orm,
+        lambda: rows_of(run_id),
+    )
+
+    assert via_store == via_orm
+    kinds = [e["kind"] for e in via_store["events"][-3:]]
+    assert kinds == [EventKind.MODEL_STEP, EventKind.VERIFIED, EventKind.RUN_FINISHED]
+    expected = {AgentRun._meta.get_field(n).column for n in (*names, "updated_at", "event_seq")}
+    assert differing(before, via_store["run"]) == expected
+    assert [e.seq for e in earlier] == [mine.event_seq - 2, mine.event_seq - 1]
+    assert all(e.pk is not None for e in earlier)
+
+
+def test_events_of_another_run_are_refused_and_nothing_is_written(e17):
+    run, other = run_create(e17, status="running"), run_create(e17, status="running")
+    events = TraceEvent.objects.count()
+
+    with pytest.raises(ValueError, match="events of this run"):
+        run_save_with_event(
+            run=run,
+            fields=("status",),
+            kind=EventKind.RUN_FINISHED,
+            payload={},
+            before=[run_event(other, EventKind.MODEL_STEP, {})],
+        )
+    assert TraceEvent.objects.count() == events
+    assert AgentRun.objects.get(pk=run.pk).event_seq == run.event_seq
 
 
 @pytest.mark.parametrize("run_fields", [(), ("proposals",)])
