@@ -46,6 +46,7 @@ def _version(value: Any) -> int | None:
     return value if isinstance(value, int) and -(2**31) <= value < 2**31 else None
 
 
+@call_reads()
 def proposal_record(
     *,
     run: AgentRun,
@@ -67,39 +68,7 @@ def proposal_record(
     idempotency key: ``key`` if given, else ``run:turn:index``.
 
     The gate, the approval's opening and its binding read the tool's state once between them
-    (``call_reads``)."""
-    with call_reads():
-        return _proposal_record(
-            run=run,
-            ctx=ctx,
-            roles=roles,
-            turn=turn,
-            index=index,
-            tool=tool,
-            arguments=arguments,
-            writes_so_far=writes_so_far,
-            usage=usage,
-            key=key,
-            run_fields=run_fields,
-            before=before,
-        )
-
-
-def _proposal_record(
-    *,
-    run: AgentRun,
-    ctx: CallContext,
-    roles: frozenset[str],
-    turn: int,
-    index: int,
-    tool: str,
-    arguments: Any,
-    writes_so_far: int,
-    usage: gate.RunUsage | None,
-    key: str | None,
-    run_fields: tuple[str, ...],
-    before: TraceEvent | None,
-) -> tuple[gate.Verdict, Action]:
+    (``call_reads``, a scope of each call of this function)."""
     verdict = gate.screen(
         tool, arguments, ctx=ctx, roles=roles, writes_so_far=writes_so_far, usage=usage
     )
