@@ -446,8 +446,8 @@ def _lock_waiting(action_id: Any, *, run_id: Any = None) -> tuple[AgentRun, Acti
 
 def action_approval_settled(action_id: Any, *, run_id: Any = None) -> None:
     """A human decided (or nobody did in time): the waiting action runs, is refused, or the run
-    ends. Safe to call twice. ``run_id``: the request's run, if known (spares a look-up; a run
-    that is not the action's finds nothing to settle)."""
+    ends. Safe to call twice. ``run_id``: the request's run, if known (spares a look-up; one
+    that is not the action's costs the look-up after all)."""
     request = approval_request_latest(action_ref=str(action_id))
     if request is None:
         return
