@@ -97,6 +97,11 @@ class AgentRun(models.Model):
         default=list, blank=True, help_text="Earlier turns of its conversation, as read at start."
     )
     replayed = False  # not stored: run_start sets it when a key gave back an existing run
+    # Not stored either; agentops.runtime.store sets them. The subject's roles read with the
+    # run's lock (run_action_locked), and columns set under that lock that the next save of
+    # the run's columns writes (run_turn_take).
+    roles_as_locked: frozenset[str] | None = None
+    unsaved_fields: tuple[str, ...] = ()
 
     class Meta:
         verbose_name = gettext_lazy("run")

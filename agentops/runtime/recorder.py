@@ -57,7 +57,13 @@ from agentops.runtime.invoke import TOOL_CRASHED, faults_for, invoke
 from agentops.runtime.kinds import rules
 from agentops.runtime.locks import lock_action
 from agentops.runtime.queue import continue_here, enqueue_action
-from agentops.runtime.runs import action_settled, install_starter, writes_used
+from agentops.runtime.runs import (
+    StepHereError,
+    action_settled,
+    install_starter,
+    steps_here,
+    writes_used,
+)
 from agentops.runtime.store import action_same_succeeded, run_actions
 from agentops.runtime.timing import (
     LEASE_GRACE,
@@ -456,7 +462,24 @@ def action_finish(
     action_id: Any, attempt: int, called: Called, *, run_id: Any = None, alone: bool = False
 ) -> Action | None:
     """Record the attempt's outcome; the action as it was settled, or None when the attempt
-    was no longer the action's (the sweeper took it over)."""
+    was no longer the action's (the sweeper took it over).
+
+    When the call ends its turn, the next step is planned in the same transaction
+    (runs.next_step). Should that step's statements fail, the transaction is lost with them,
+    and the outcome is recorded again without it: the step is claimed after the commit, as
+    before. An outcome is never lost to its next step."""
+    try:
+        with steps_here():
+            return _action_finish(action_id, attempt, called, run_id=run_id, alone=alone)
+    except StepHereError:
+        log.warning("the next step failed in a call's end; recorded without it", exc_info=True)
+    with steps_here(on=False):
+        return _action_finish(action_id, attempt, called, run_id=run_id, alone=alone)
+
+
+def _action_finish(
+    action_id: Any, attempt: int, called: Called, *, run_id: Any, alone: bool
+) -> Action | None:
     with transaction.atomic():
         locked = lock_action(action_id, run_id=run_id)
         if locked is None:

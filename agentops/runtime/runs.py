@@ -9,8 +9,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from contextvars import ContextVar
 from typing import Any
 
 from django.conf import settings
@@ -313,7 +314,7 @@ def advance_locked(
         return
     queued = [a for a in actions if a.status == ActionStatus.QUEUED]
     if not queued:
-        continue_step(run.pk, turn + 1)
+        next_step(run, turn + 1, actions=run_actions_now)
         return
     reads = [a for a in queued if a.readonly]
     to_start = [a for a in reads or queued[:1] if not a.task_id]
@@ -324,6 +325,46 @@ def advance_locked(
         action.task_id = "enqueued"
         action.save(update_fields=["task_id"])
         enqueue_action(action.pk, run_id=run.pk)
+
+
+# How the next step is planned in its caller's transaction: agentops.runtime.steps installs it
+# as it is imported (it imports this module). A caller that can take the step's failure turns it
+# on for its own work (steps_here): a call's end, which records the outcome again without the
+# step if the step's statements fail (recorder.action_finish).
+_STEPPERS: list[Callable[[AgentRun, int, list[Action] | None], bool]] = []
+_STEP_HERE: ContextVar[bool] = ContextVar("agentops_step_here", default=False)
+
+
+class StepHereError(Exception):
+    """The next step, planned in its caller's transaction, failed on a statement (its cause):
+    that transaction is lost, and the caller does its own work again without the step."""
+
+
+def install_stepper(step: Callable[[AgentRun, int, list[Action] | None], bool]) -> None:
+    _STEPPERS[:] = [step]
+
+
+@contextmanager
+def steps_here(on: bool = True) -> Iterator[None]:
+    """Within: next_step plans the next step in the caller's transaction when it can, and may
+    raise StepHereError (``on=False``: it never does, whatever an outer block says)."""
+    token = _STEP_HERE.set(on)
+    try:
+        yield
+    finally:
+        _STEP_HERE.reset(token)
+
+
+def next_step(run: AgentRun, turn: int, *, actions: list[Action] | None = None) -> None:
+    """Turn ``turn`` of the run (locked by the caller) is next. Within steps_here, the step is
+    planned in the caller's transaction, as a turn's claim would plan it (a local planner, the
+    run running within its budgets, no call open, the subject's roles read with the run's
+    lock): the call's end, the turn's claim and the step commit together, with one transaction
+    where there were two. Otherwise, or when the step cannot be taken so, it is sent on to be
+    claimed after the caller's commit, as before."""
+    if _STEP_HERE.get() and _STEPPERS and _STEPPERS[0](run, turn, actions):
+        return
+    continue_step(run.pk, turn)
 
 
 # How a queued call starts in its caller's transaction: agentops.runtime.recorder installs it

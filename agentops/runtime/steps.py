@@ -35,8 +35,14 @@ from agentops.runtime.model_context import build_context, planner_for
 from agentops.runtime.proposals import call_digest, proposal_record
 from agentops.runtime.queue import continue_here
 from agentops.runtime.recorder import begin_locked, started_call_finish
-from agentops.runtime.runs import advance_locked, writes_used
-from agentops.runtime.store import run_actions, run_with_subject, turn_claim
+from agentops.runtime.runs import StepHereError, advance_locked, install_stepper, writes_used
+from agentops.runtime.store import (
+    run_actions,
+    run_turn_take,
+    run_unsaved_save,
+    run_with_subject,
+    turn_claim,
+)
 from agentops.runtime.timing import Budgets
 from agentops.runtime.trace import run_event, trace_append
 from agentops.runtime.transitions import run_move
@@ -99,6 +105,55 @@ def run_step(run_id: Any, turn: int) -> None:
                 _planner_failed(run, turn, exc)
         return
     _apply_step(run_id, turn, step, roles)
+
+
+def _step_here(run: Any, turn: int, actions_now: list[Action] | None) -> bool:
+    """runs.next_step: plan turn ``turn`` in the caller's transaction, which holds the run's
+    lock (a call's end); False, with nothing changed, when the turn is not one to take here.
+
+    It checks what TURN_CLAIM_SQL checks, on the run as locked (running, within its deadline and
+    turns, at the turn before, no call open), with the subject's roles read with that lock; a
+    turn that the budgets no longer allow is left to run_step, which ends the run so. The turn
+    is saved by the step's first save of the run (store.run_turn_take). Only a local planner
+    plans here: a remote one may take seconds, and plans outside any lock. A failed statement
+    raises StepHereError: the caller's transaction is lost, and the caller does its own work
+    again without the step."""
+    roles = run.roles_as_locked
+    if (
+        roles is None
+        or run.status != RunStatus.RUNNING
+        or run.turn != turn - 1
+        or timezone.now() >= run.deadline
+        or turn > Budgets.from_json(run.budgets).max_turns
+    ):
+        return False
+    try:
+        planner = planner_for(run)
+    except Exception:
+        return False  # run_step records the planner's failure
+    if not getattr(planner, "local", False):
+        return False
+    actions = list(run_actions(run) if actions_now is None else actions_now)
+    if any(a.status in OPEN_ACTION_STATUSES for a in actions):
+        return False
+    run_turn_take(run, turn)
+    try:
+        try:
+            step = planner.propose(build_context(run, roles=roles, actions=actions))
+        except DatabaseError:
+            raise
+        except Exception as exc:
+            _planner_failed(run, turn, exc)
+        else:
+            _apply_locked(run, actions, turn, step, roles)
+        if run.unsaved_fields:  # every path saves the run; should one not, the turn is saved
+            run_unsaved_save(run)
+    except DatabaseError as exc:
+        raise StepHereError(f"run {run.pk}, turn {turn}") from exc
+    return True
+
+
+install_stepper(_step_here)
 
 
 def _planner_failed(run: Any, turn: int, exc: Exception) -> None:

@@ -79,10 +79,12 @@ SELECT {run}, {user}
 # "runtime overhead"). The run's lock is taken inside the CTE; the action's at the top of the
 # outer query, which has no row to lock before the CTE has given its own (the order of
 # runtime.locks). Both rows are read from their lock, so each is the latest version even after
-# a wait (a plain join would read the action as of the statement's start).
+# a wait (a plain join would read the action as of the statement's start). The subject's roles
+# come with the run: a call's end that takes the run's next turn in its own transaction
+# (runtime.steps, "the next step here") gates that step with them, as a turn's claim does.
 RUN_ACTION_LOCK_SQL = """
 WITH r AS MATERIALIZED (
-    SELECT {run}, {user}
+    SELECT {run}, {user}, {roles} AS roles
       FROM agentops_agentrun r JOIN accounts_user u ON u.id = r.subject_id
      WHERE r.id = %(run)s
        FOR UPDATE OF r
@@ -331,6 +333,7 @@ RUN_MOVE_COLUMNS = (
     "tool_calls",
     "proposals",
     "deadline",  # extended while a call waits for its approval (approval.waiting_deadlines)
+    "turn",  # taken by a call's end that plans the next step in its transaction (run_turn_take)
     "updated_at",
 )
 
@@ -572,16 +575,53 @@ def turn_claim(
 
 
 def run_action_locked(run_id: Any, action_id: Any) -> tuple[AgentRun, Action] | None:
-    """The run (with its subject) and its action, both locked until the transaction ends, in
-    one statement (RUN_ACTION_LOCK_SQL); None if either is missing or the action is not the
-    run's."""
+    """The run (with its subject and, in ``roles_as_locked``, the subject's roles) and its
+    action, both locked until the transaction ends, in one statement (RUN_ACTION_LOCK_SQL);
+    None if either is missing or the action is not the run's."""
     _need_transaction()
     rows = _fetch(RUN_ACTION_LOCK_SQL, {"run": run_id, "action": action_id})
     if not rows:
         return None
-    run, run.subject, action = sqlrows.instances(rows[0], AgentRun, User, Action)
+    row, split = rows[0], _run_user_width()
+    run, run.subject = sqlrows.instances(row[:split], AgentRun, User)
+    run.roles_as_locked = roles_from(user=run.subject, names=row[split])
+    action = sqlrows.instance(Action, row[split + 1 :])
     action.run = run
     return run, action
+
+
+@cache
+def _run_user_width() -> int:
+    return len(AgentRun._meta.concrete_fields) + len(User._meta.concrete_fields)
+
+
+def run_turn_take(run: AgentRun, turn: int) -> None:
+    """Take turn ``turn`` of the locked ``run`` for planning without a statement of its own: the
+    turn is saved by the next statement that saves the run's columns (every save below adds
+    it while it is unsaved), in the caller's transaction. A turn's claim in one statement is
+    turn_claim; this is for a caller that has checked what the claim checks on the run it
+    holds locked (runtime.steps, "the next step here")."""
+    run.turn = turn
+    run.unsaved_fields = tuple(dict.fromkeys((*run.unsaved_fields, "turn")))
+
+
+def run_unsaved_save(run: AgentRun) -> None:
+    """Save what run_turn_take left unsaved, and ``updated_at``, when nothing else saved it."""
+    if run.unsaved_fields:
+        fields = [*run.unsaved_fields, "updated_at"]
+        run.unsaved_fields = ()
+        run.save(update_fields=fields)
+
+
+def _run_save_params(run: AgentRun, fields: Iterable[str]) -> dict[str, Any]:
+    """save_params of ``fields`` of ``run`` and of what run_turn_take left unsaved; nothing
+    named and nothing unsaved saves nothing (``updated_at`` included). What is left unsaved
+    counts as saved from here: the statement these go in saves it, or the transaction fails."""
+    names = tuple(dict.fromkeys((*fields, *run.unsaved_fields)))
+    run.unsaved_fields = ()
+    if names and "updated_at" not in names:
+        names = (*names, "updated_at")
+    return save_params(run, names, _RUN, RUN_MOVE_COLUMNS)
 
 
 def run_actions(run: AgentRun, *, turn: int | None = None) -> list[Action]:
@@ -667,7 +707,7 @@ def run_save_with_event(run: AgentRun, fields: Iterable[str], event: TraceEvent)
     """Save ``fields`` of ``run`` and its ``updated_at``, as ``save(update_fields=...)`` would,
     with ``event`` (RUN_SAVE_EVENT_SQL)."""
     params = {
-        **save_params(run, (*fields, "updated_at"), _RUN, RUN_MOVE_COLUMNS),
+        **_run_save_params(run, (*fields, "updated_at")),
         **_event_params(event),
     }
     event.pk, event.seq = _one_of_run(RUN_SAVE_EVENT_SQL, params)
@@ -682,7 +722,7 @@ def run_save_with_events(
         raise ValueError("events of this run, at least one")
     payload = TraceEvent._meta.get_field("payload")
     params = {
-        **save_params(run, (*fields, "updated_at"), _RUN, RUN_MOVE_COLUMNS),
+        **_run_save_params(run, (*fields, "updated_at")),
         "run": run.pk,
         "n": len(events),
         "kinds": [e.kind for e in events],
@@ -698,8 +738,7 @@ def run_save_with_events(
 
 
 def _run_fields_params(run: AgentRun, run_fields: tuple[str, ...]) -> dict[str, Any]:
-    names = (*run_fields, "updated_at") if run_fields else ()  # nothing saved: nothing touched
-    return save_params(run, names, _RUN, RUN_MOVE_COLUMNS)
+    return _run_save_params(run, run_fields)  # nothing saved: nothing touched
 
 
 def action_insert_with_event(

@@ -164,3 +164,75 @@ def test_a_planner_that_fails_at_a_later_step_keeps_the_calls_before_it(e17, mon
     assert run.status == "failed" and run.outcome == "model_unavailable"
     assert run.events.filter(kind=EventKind.MODEL_ERROR, payload__turn=2).count() == 1
     assert Booking.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_call_that_ends_its_turn_plans_the_next_step_in_its_own_transaction(e17, monkeypatch):
+    """runs.next_step: the call's end, the next turn's claim and that step commit together.
+    Only turn 1 is claimed with a statement of its own; turns 2 and 3 are taken under the call's
+    end's lock, and saved with the step's first save of the run (store.run_turn_take)."""
+    _in_place(monkeypatch)
+    claimed: list[int] = []
+    claim = steps.turn_claim
+
+    def counting(run_id, turn, **kwargs):
+        claimed.append(turn)
+        return claim(run_id, turn, **kwargs)
+
+    monkeypatch.setattr(steps, "turn_claim", counting)
+    run = run_start(user=e17, request_text=_request(6))
+    steps.run_step(run.pk, 1)
+
+    run.refresh_from_db()
+    assert run.status == "succeeded" and run.outcome == "verified", run.reply
+    assert claimed == [1]
+    assert run.turn == 3  # each turn taken here was saved
+    turns = list(run.actions.order_by("turn").values_list("turn", "tool", "status"))
+    assert turns == [(1, "find_available_rooms", "succeeded"), (2, "reserve_room", "succeeded")]
+    kinds = list(run.events.order_by("seq").values_list("kind", flat=True))
+    assert kinds.count(EventKind.MODEL_STEP) == 3
+    # Each step's event comes after the end of the call before it, in one numbered sequence.
+    finished = [i for i, k in enumerate(kinds) if k == EventKind.EXECUTION_FINISHED]
+    steps_at = [i for i, k in enumerate(kinds) if k == EventKind.MODEL_STEP]
+    assert finished[0] < steps_at[1] and finished[1] < steps_at[2]
+    assert [e.seq for e in run.events.order_by("seq")] == list(range(1, len(kinds) + 1))
+    assert Booking.objects.filter(requester=e17, status="confirmed").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_next_step_whose_statement_fails_leaves_the_calls_end_recorded(e17, monkeypatch):
+    """The step planned in a call's end fails on a statement: that transaction is lost, the
+    call's outcome is recorded again without the step, and the step is claimed after the commit
+    as before. The run goes on to book what was asked, once."""
+    from django.db import DatabaseError
+
+    _in_place(monkeypatch)
+    apply = steps._apply_locked
+    failed: list[int] = []
+
+    def failing_once(run, actions, turn, step, roles):
+        if turn == 2 and not failed:
+            failed.append(turn)
+            raise DatabaseError("the step's statement failed")
+        return apply(run, actions, turn, step, roles)
+
+    monkeypatch.setattr(steps, "_apply_locked", failing_once)
+    claimed: list[int] = []
+    claim = steps.turn_claim
+
+    def counting(run_id, turn, **kwargs):
+        claimed.append(turn)
+        return claim(run_id, turn, **kwargs)
+
+    monkeypatch.setattr(steps, "turn_claim", counting)
+    run = run_start(user=e17, request_text=_request(7))
+    steps.run_step(run.pk, 1)
+
+    run.refresh_from_db()
+    assert failed == [2]
+    assert claimed == [1, 2]  # turn 2 claimed after the search's end committed alone
+    assert run.status == "succeeded" and run.outcome == "verified", run.reply
+    search = run.actions.get(turn=1)
+    assert search.status == "succeeded" and search.result is not None
+    assert run.events.filter(kind=EventKind.EXECUTION_FINISHED, action=search).count() == 1
+    assert Booking.objects.filter(requester=e17, status="confirmed").count() == 1
