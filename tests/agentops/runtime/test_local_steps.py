@@ -166,12 +166,8 @@ def test_a_planner_that_fails_at_a_later_step_keeps_the_calls_before_it(e17, mon
     assert Booking.objects.count() == 0
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_call_that_ends_its_turn_plans_the_next_step_in_its_own_transaction(e17, monkeypatch):
-    """runs.next_step: the call's end, the next turn's claim and that step commit together.
-    Only turn 1 is claimed with a statement of its own; turns 2 and 3 are taken under the call's
-    end's lock, and saved with the step's first save of the run (store.run_turn_take)."""
-    _in_place(monkeypatch)
+def _claims_counted(monkeypatch) -> list[int]:
+    """The turns claimed with a statement of their own (store.turn_claim), in order."""
     claimed: list[int] = []
     claim = steps.turn_claim
 
@@ -180,6 +176,16 @@ def test_a_call_that_ends_its_turn_plans_the_next_step_in_its_own_transaction(e1
         return claim(run_id, turn, **kwargs)
 
     monkeypatch.setattr(steps, "turn_claim", counting)
+    return claimed
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_call_that_ends_its_turn_plans_the_next_step_in_its_own_transaction(e17, monkeypatch):
+    """runs.next_step: the call's end, the next turn's claim and that step commit together.
+    Only turn 1 is claimed with a statement of its own; turns 2 and 3 are taken under the call's
+    end's lock, and saved with the step's first save of the run (store.run_turn_take)."""
+    _in_place(monkeypatch)
+    claimed = _claims_counted(monkeypatch)
     run = run_start(user=e17, request_text=_request(6))
     steps.run_step(run.pk, 1)
 
@@ -217,14 +223,7 @@ def test_a_next_step_whose_statement_fails_leaves_the_calls_end_recorded(e17, mo
         return apply(run, actions, turn, step, roles)
 
     monkeypatch.setattr(steps, "_apply_locked", failing_once)
-    claimed: list[int] = []
-    claim = steps.turn_claim
-
-    def counting(run_id, turn, **kwargs):
-        claimed.append(turn)
-        return claim(run_id, turn, **kwargs)
-
-    monkeypatch.setattr(steps, "turn_claim", counting)
+    claimed = _claims_counted(monkeypatch)
     run = run_start(user=e17, request_text=_request(7))
     steps.run_step(run.pk, 1)
 
