@@ -737,10 +737,6 @@ def run_save_with_events(
         event.pk, event.seq = pk, seq
 
 
-def _run_fields_params(run: AgentRun, run_fields: tuple[str, ...]) -> dict[str, Any]:
-    return _run_save_params(run, run_fields)  # nothing saved: nothing touched
-
-
 def action_insert_with_event(
     action: Action,
     event: TraceEvent,
@@ -754,7 +750,7 @@ def action_insert_with_event(
     the run about no action, numbered just before ``event`` (ACTION_INSERT_EVENTS_SQL)."""
     params = {
         **insert_params(action, _ACTION),
-        **_run_fields_params(run, run_fields),
+        **_run_save_params(run, run_fields),
         **_event_params(event),
     }
     if before is None:
@@ -785,7 +781,7 @@ def action_save_with_event(
     ``updated_at``), in one statement (ACTION_SAVE_EVENT_SQL)."""
     params = {
         **save_params(action, fields, _ACTION, ACTION_MOVE_COLUMNS),
-        **_run_fields_params(run, run_fields),
+        **_run_save_params(run, run_fields),
         **_event_params(event),
     }
     row = _one(ACTION_SAVE_EVENT_SQL, params)
