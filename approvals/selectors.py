@@ -3,23 +3,99 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
+from django.db import connection
 from django.utils.translation import gettext_noop
 
 from accounts.models import Role, User
 from accounts.selectors import user_roles
 from approvals import hooks
-from approvals.models import ApprovalAudit, ApprovalRequest, RequestStatus
+from approvals.models import ApprovalAudit, ApprovalRecord, ApprovalRequest, RequestStatus
+from config import sqlrows
+
+# Hand-written: the runtime reads an action's latest request to settle every decision (a
+# worker, once per decided request) and whenever an MCP client or the sweeper looks at a waiting
+# call. The queryset (two select_related joins, an order, a limit) cost more to build than to
+# run; this is its statement (tests/approvals/test_records.py holds it to the queryset).
+_LATEST_SQL = """
+SELECT {request}, {record}, {approver}
+  FROM approvals_approvalrequest q
+  LEFT JOIN approvals_approvalrecord c ON c.request_id = q.id
+  LEFT JOIN accounts_user u ON u.id = c.approver_id
+ WHERE q.action_ref = %s
+ ORDER BY q.created_at DESC
+ LIMIT 1
+"""
+
+
+@cache
+def _latest_sql() -> str:
+    return _LATEST_SQL.format(
+        request=sqlrows.columns(ApprovalRequest, "q"),
+        record=sqlrows.columns(ApprovalRecord, "c"),
+        approver=sqlrows.columns(User, "u"),
+    )
 
 
 def approval_request_latest(*, action_ref: str) -> ApprovalRequest | None:
-    return (
-        ApprovalRequest.objects.filter(action_ref=action_ref)
-        .select_related("record", "record__approver")
-        .order_by("-created_at")
-        .first()
+    """The action's latest request with its decision's record and approver loaded (as
+    ``select_related("record", "record__approver")``: no record is known to be none)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_latest_sql(), [action_ref])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    request, record, approver = sqlrows.instances(row, ApprovalRequest, ApprovalRecord, User)
+    if record.pk is not None:
+        record.approver = approver
+    _record_set(request, record)
+    return request
+
+
+# Hand-written for the same reason: a decision's e-mail to its requester (bookings.decisions,
+# a worker, once per decided request) reads the request with its requester and its record.
+_DECIDED_SQL = """
+SELECT {request}, {requester}, {record}
+  FROM approvals_approvalrequest q
+  JOIN accounts_user u ON u.id = q.requester_id
+  LEFT JOIN approvals_approvalrecord c ON c.request_id = q.id
+ WHERE q.id = %s
+"""
+
+
+@cache
+def _decided_sql() -> str:
+    return _DECIDED_SQL.format(
+        request=sqlrows.columns(ApprovalRequest, "q"),
+        requester=sqlrows.columns(User, "u"),
+        record=sqlrows.columns(ApprovalRecord, "c"),
     )
+
+
+def approval_request_with_record(*, request_id: Any) -> ApprovalRequest | None:
+    """The request with its requester and its decision's record loaded (as
+    ``select_related("requester", "record")``); None: no such request."""
+    with connection.cursor() as cursor:
+        cursor.execute(_decided_sql(), [request_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    request, request.requester, record = sqlrows.instances(
+        row, ApprovalRequest, User, ApprovalRecord
+    )
+    _record_set(request, record)
+    return request
+
+
+def _record_set(request: ApprovalRequest, record: ApprovalRecord) -> None:
+    """``request.record`` as select_related leaves it: the record, or known to be none (the
+    LEFT JOIN's NULLs)."""
+    if record.pk is None:
+        ApprovalRequest.record.related.set_cached_value(request, None)
+    else:
+        request.record = record
 
 
 def approval_request_pending(*, request_id: Any) -> ApprovalRequest | None:

@@ -12,6 +12,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.formats import date_format
 
 from approvals.models import ApprovalRequest, RequestStatus
+from approvals.selectors import approval_request_with_record
 from bookings.notices import Notice, notify, push_changed
 
 _DECIDED = {
@@ -43,9 +44,7 @@ def on_approval_settled(sender: Any, request: ApprovalRequest, **kwargs: Any) ->
 
 def decision_mail(*, request_id: str) -> None:
     """E-mail the requester the decision on ``request_id`` (approved, rejected, expired)."""
-    request = (
-        ApprovalRequest.objects.select_related("requester", "record").filter(pk=request_id).first()
-    )
+    request = approval_request_with_record(request_id=request_id)
     if request is None:
         return
     notice = _DECIDED.get(RequestStatus(request.status))

@@ -31,7 +31,7 @@ from agentops.contract import (
     message_json,
 )
 from agentops.models import Action, ActionStatus, AgentRun, EventKind, RunKind
-from agentops.runtime import registry
+from agentops.runtime import registry, store
 from agentops.runtime.context import action_context
 from agentops.runtime.idempotency import request_digest
 from agentops.runtime.queue import enqueue_approval_refresh, enqueue_approval_settled
@@ -285,7 +285,7 @@ NOT_RUNNABLE = gettext_noop("This request can no longer run: %(state)s.")
 def _loaded(action_ref: str) -> tuple[Action, ToolSpec, BaseModel] | None:
     if not _is_uuid(action_ref):
         return None
-    action = Action.objects.select_related("run", "run__subject").filter(pk=action_ref).first()
+    action = store.action_with_run(action_ref)
     spec = registry.get(action.tool) if action is not None else None
     if action is None or spec is None:
         return None

@@ -178,7 +178,10 @@ def begin_locked(
     # request delegated by nature; the tool still checks who may do it (e.g. one's own booking).
     refusal = None
     if recheck and not undo:
-        roles = user_roles(user=run.subject)
+        # Read with the run's lock the caller holds (run_action_locked), else now.
+        roles = run.roles_as_locked
+        if roles is None:
+            roles = user_roles(user=run.subject)
         if actions is None:
             actions = run_actions(run)
         # Read here, the run's actions also say whether this call is its turn's only one.

@@ -485,6 +485,13 @@ def _lock_waiting(action_id: Any, *, run_id: Any = None) -> tuple[AgentRun, Acti
     return run, action
 
 
+# The decisions that move the waiting action of a run the approval holds (their event is saved
+# with that move).
+_MOVED_BY_DECISION = frozenset(
+    {RequestStatus.APPROVED, RequestStatus.REJECTED, RequestStatus.EXPIRED}
+)
+
+
 def action_approval_settled(action_id: Any, *, run_id: Any = None) -> None:
     """A human decided (or nobody did in time): the waiting action runs, is refused, or the run
     ends. Safe to call twice. ``run_id``: the request's run, if known (spares a look-up; one
@@ -498,23 +505,27 @@ def action_approval_settled(action_id: Any, *, run_id: Any = None) -> None:
             return
         run, action = locked
         record = getattr(request, "record", None)
-        trace_append(
-            run=run,
-            kind=EventKind.APPROVAL_DECIDED,
-            action=action,
-            payload={
-                "request": str(request.pk),
-                "status": request.status,
-                "approver": record.approver.get_username() if record else None,
-                "reason": record.reason if record else "",
-                "key_id": record.key_id if record else None,
-            },
-        )
-        if not rules(run).approval_holds_run:  # a session: only this call is decided
+        decided = {
+            "request": str(request.pk),
+            "status": request.status,
+            "approver": record.approver.get_username() if record else None,
+            "reason": record.reason if record else "",
+            "key_id": record.key_id if record else None,
+        }
+        # The decision's event is saved by the action's move (one statement), else alone.
+        moved: dict[str, Any] = {
+            "event": EventKind.APPROVAL_DECIDED,
+            "payload": decided,
+            "run": run,
+        }
+        holds = rules(run).approval_holds_run
+        if not holds or request.status not in _MOVED_BY_DECISION:
+            trace_append(run=run, kind=EventKind.APPROVAL_DECIDED, action=action, payload=decided)
+        if not holds:  # a session: only this call is decided
             _call_approval_settled(run, action, request.status, record)
             return
         if request.status == RequestStatus.APPROVED:
-            action_move(action, ActionStatus.QUEUED)
+            action_move(action, ActionStatus.QUEUED, **moved)
         elif request.status == RequestStatus.REJECTED:
             refusal = ToolError(
                 Reason.FORBIDDEN,
@@ -522,7 +533,7 @@ def action_approval_settled(action_id: Any, *, run_id: Any = None) -> None:
                 f"An approver rejected this call: {record.reason}",
                 "Tell the user why; do not propose the same call again.",
             )
-            action_move(action, ActionStatus.REJECTED, result=refusal.envelope())
+            action_move(action, ActionStatus.REJECTED, result=refusal.envelope(), **moved)
         elif request.status == RequestStatus.EXPIRED:
             refusal = ToolError(
                 Reason.EXPIRED,
@@ -530,7 +541,7 @@ def action_approval_settled(action_id: Any, *, run_id: Any = None) -> None:
                 "Nobody approved this call before its deadline.",
                 "Nothing was done.",
             )
-            action_move(action, ActionStatus.REJECTED, result=refusal.envelope())
+            action_move(action, ActionStatus.REJECTED, result=refusal.envelope(), **moved)
             spec = registry.get(action.tool)
             field = spec.scope.resource if spec is not None else None
             what = str(action.params.get(field) if field else action.tool)

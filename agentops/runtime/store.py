@@ -95,6 +95,17 @@ SELECT r.*, {action}
    FOR UPDATE OF a
 """
 
+# An action with its run and the run's subject, not locked: what an approval's recheck reads
+# (before an approver's decision is signed, and on every card of the approvals inbox). Through
+# the ORM (select_related of the run and its subject) the query cost more to build than to run.
+ACTION_RUN_SQL = """
+SELECT {run}, {user}, {action}
+  FROM agentops_action a
+  JOIN agentops_agentrun r ON r.id = a.run_id
+  JOIN accounts_user u ON u.id = r.subject_id
+ WHERE a.id = %(action)s
+"""
+
 # A run's actions in proposal order: 1.2 -> 0.5 ms (bench/README.md, "runtime overhead").
 ACTIONS_SQL = """
 SELECT {action} FROM agentops_action a WHERE a.run_id = %(run)s ORDER BY a.turn, a.call_index
@@ -588,6 +599,19 @@ def run_action_locked(run_id: Any, action_id: Any) -> tuple[AgentRun, Action] | 
     action = sqlrows.instance(Action, row[split + 1 :])
     action.run = run
     return run, action
+
+
+def action_with_run(action_id: Any) -> Action | None:
+    """The action with its run and the run's subject loaded (ACTION_RUN_SQL), as
+    ``select_related("run", "run__subject")``; None: no such action."""
+    rows = _fetch(ACTION_RUN_SQL, {"action": action_id})
+    if not rows:
+        return None
+    row, split = rows[0], _run_user_width()
+    run, run.subject = sqlrows.instances(row[:split], AgentRun, User)
+    action = sqlrows.instance(Action, row[split:])
+    action.run = run
+    return action
 
 
 @cache

@@ -7,8 +7,6 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from django.db import OperationalError
-from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
-from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
@@ -26,7 +24,7 @@ from agentops.contract import (
 )
 from bookings import selectors
 from bookings.assistant import replies
-from bookings.models import Booking, BookingStatus, Room
+from bookings.models import Booking, BookingStatus
 from bookings.tools.handlers import booking_out, change_out
 from bookings.tools.schemas import (
     BookingOut,
@@ -331,7 +329,13 @@ def _requester_problems(ctx: CallContext) -> list[Message]:
 def reserve_recheck(ctx: CallContext, args: ReserveRoomInput) -> tuple[Message, ...]:
     """What would make this reservation fail if it ran now (empty: it can still succeed)."""
     problems = _requester_problems(ctx)
-    room = Room.objects.filter(code=args.room_id).first()
+    room = selectors.room_recheck(
+        code=args.room_id,
+        start_at=args.start_at,
+        end_at=args.end_at,
+        key=ctx.idempotency_key or "-",
+        expected=args.expected_version,
+    )
     if room is None:
         return (
             *problems,
@@ -351,24 +355,16 @@ def reserve_recheck(ctx: CallContext, args: ReserveRoomInput) -> tuple[Message, 
         )
     if args.start_at <= timezone.now():
         problems.append(Message(gettext_noop("The time has already begun or passed.")))
-    taken = (
-        Booking.objects.filter(
-            room=room,
-            status=BookingStatus.CONFIRMED,
-            during__overlap=DateTimeTZRange(args.start_at, args.end_at, "[)"),
-        )
-        .exclude(idempotency_key=ctx.idempotency_key or "-")
-        .order_by("during")
-        .first()
-    )
-    if taken is not None:
+    if room.taken is not None:
         problems.append(
             Message(
                 gettext_noop("%(room)s was taken meanwhile: another booking holds %(when)s."),
-                {"room": room.code, "when": _span(taken.during.lower, taken.during.upper)},
+                {"room": room.code, "when": _span(*room.taken)},
             )
         )
-    elif _window_moved(room, args, ctx.idempotency_key):
+    elif args.expected_version > room.schedule_version or room.moved:
+        # What booking_reserve calls not fresh: the window's schedule moved after the version
+        # the request carries (a booking in it was made or cancelled since).
         problems.append(
             Message(
                 gettext_noop(
@@ -379,22 +375,6 @@ def reserve_recheck(ctx: CallContext, args: ReserveRoomInput) -> tuple[Message, 
             )
         )
     return tuple(problems)
-
-
-def _window_moved(room: Room, args: ReserveRoomInput, key: str) -> bool:
-    """What booking_reserve calls not fresh: the schedule of this window moved after the version
-    the request carries (a booking in it was made or cancelled since)."""
-    expected = args.expected_version
-    if expected > room.schedule_version:
-        return True
-    return (
-        Booking.objects.filter(
-            room=room, during__overlap=DateTimeTZRange(args.start_at, args.end_at, "[)")
-        )
-        .filter(Q(created_version__gt=expected) | Q(cancelled_version__gt=expected))
-        .exclude(idempotency_key=key or "-")
-        .exists()
-    )
 
 
 def cancel_describe(ctx: CallContext, args: BookingRef) -> Message:

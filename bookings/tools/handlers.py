@@ -127,8 +127,10 @@ def find_available_rooms(ctx: CallContext, args: FindAvailableRoomsInput) -> dic
 def _named_room(ctx: CallContext, args: FindAvailableRoomsInput, code: str) -> dict[str, Any]:
     """What stands between the person and the room they named (``code``), as the database has
     it (a room across the sandbox line does not exist for them)."""
-    room = selectors.room_get(code=code, user=ctx.user)
-    if room is None:
+    named = selectors.room_named(
+        code=code, user=ctx.user, start_at=args.start_at, end_at=args.end_at
+    )
+    if named is None:
         return {
             "room_id": code,
             "exists": False,
@@ -137,13 +139,14 @@ def _named_room(ctx: CallContext, args: FindAvailableRoomsInput, code: str) -> d
             "equipment": [],
             "free": False,
         }
+    room, free = named
     return {
         "room_id": room.code,
         "exists": True,
         "bookable": room.bookable,
         "capacity": room.capacity,
         "equipment": room.equipment,
-        "free": selectors.room_is_free(room=room, start_at=args.start_at, end_at=args.end_at),
+        "free": free,
     }
 
 

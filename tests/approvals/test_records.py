@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -195,3 +196,79 @@ def test_a_nonce_consumed_by_two_actions_at_once_is_one_actions(e17):
         t.join(10)
     assert answers == {"first": "a-first", "second": "a-first"}
     assert list(NonceUse.objects.values_list("action_ref", flat=True)) == ["a-first"]
+
+
+def _columns(instance) -> tuple:
+    return tuple(getattr(instance, f.attname) for f in type(instance)._meta.concrete_fields)
+
+
+def test_an_actions_latest_request_reads_what_the_queryset_read(decided, e17):
+    from approvals.selectors import approval_request_latest
+
+    later = ApprovalRequest.objects.create(
+        action_ref="a1",
+        run_ref="r1",
+        requester=e17,
+        binding=BINDING,
+        intent={"tool": "reserve_room"},
+        deadline=timezone.now() + timedelta(minutes=30),
+    )
+    seen = {}
+    # a1's latest is the pending one; once that belongs to a2, a1's is the decided one.
+    for ref, move in (("a1", False), ("a1", True), ("a2", True)):
+        if move:
+            ApprovalRequest.objects.filter(pk=later.pk).update(action_ref="a2")
+        reference = (
+            ApprovalRequest.objects.filter(action_ref=ref)
+            .select_related("record", "record__approver")
+            .order_by("-created_at")
+            .first()
+        )
+        with CaptureQueriesContext(connection) as sql:
+            found = approval_request_latest(action_ref=ref)
+            record = getattr(found, "record", None)  # loaded, or known to be none
+            approver = record.approver if record is not None else None
+        assert len(sql.captured_queries) == 1  # the record and its approver came with it
+        assert _columns(found) == _columns(reference)
+        expected = getattr(reference, "record", None)
+        assert (record is None) == (expected is None)
+        if expected is not None:
+            assert _columns(record) == _columns(expected)
+            assert _columns(approver) == _columns(expected.approver)
+        seen[(ref, move)] = (found.pk, record is not None)
+    assert seen == {
+        ("a1", False): (later.pk, False),
+        ("a1", True): (decided.pk, True),
+        ("a2", True): (later.pk, False),
+    }
+    assert approval_request_latest(action_ref="nothing") is None
+
+
+def test_a_request_with_its_record_reads_what_the_queryset_read(decided, e17):
+    from approvals.selectors import approval_request_with_record
+
+    pending = ApprovalRequest.objects.create(
+        action_ref="a2",
+        run_ref="r1",
+        requester=e17,
+        binding=BINDING,
+        intent={"tool": "reserve_room"},
+        deadline=timezone.now() + timedelta(minutes=30),
+    )
+    for request in (decided, pending):
+        reference = (
+            ApprovalRequest.objects.select_related("requester", "record")
+            .filter(pk=request.pk)
+            .first()
+        )
+        with CaptureQueriesContext(connection) as sql:
+            found = approval_request_with_record(request_id=request.pk)
+            requester, record = found.requester, getattr(found, "record", None)
+        assert len(sql.captured_queries) == 1  # the requester and the record came with it
+        assert _columns(found) == _columns(reference)
+        assert _columns(requester) == _columns(reference.requester)
+        expected = getattr(reference, "record", None)
+        assert (record is None) == (expected is None) == (request is pending)
+        if expected is not None:
+            assert _columns(record) == _columns(expected)
+    assert approval_request_with_record(request_id=uuid.uuid4()) is None

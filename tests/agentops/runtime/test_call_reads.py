@@ -7,11 +7,13 @@ from __future__ import annotations
 import threading
 
 import pytest
+from django.contrib.auth.models import Group
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from accounts.selectors import roles_column
 from agentops.contract import call_reads, read_once
-from agentops.models import Action, ActionStatus, AgentRun
+from agentops.models import Action, ActionStatus, AgentRun, TraceEvent
 from agentops.runtime import locks, runs
 from agentops.runtime.direct import tool_call_governed
 from approvals.models import ApprovalRequest
@@ -156,3 +158,58 @@ def test_an_approved_call_starts_in_the_transaction_that_settles_its_approval(
     assert locked == [action_id, action_id]
     assert not [s for s in statements(sql) if s.startswith('SELECT "agentops_action"."run_id"')]
     assert AgentRun.objects.get(pk=run_id).status == "succeeded"
+
+
+ROLES = " ".join(roles_column("%s").split())[len("ARRAY(") : -1].split(" WHERE ")[0]
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("rooms")
+def test_an_approved_calls_settlement_reads_the_roles_with_its_lock_and_saves_the_decision_with_the_move(
+    transactional_db, e17, approver
+):
+    answer = tool_call_governed(user=e17, name="reserve_room", arguments=premium())
+    action_id, run_id = answer["pending"]["action_id"], answer["pending"]["run_id"]
+    request = ApprovalRequest.objects.get(action_ref=action_id)
+    assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
+
+    with CaptureQueriesContext(connection) as sql:
+        runs.action_approval_settled(action_id, run_id=run_id)
+
+    assert Action.objects.get(pk=action_id).status == ActionStatus.SUCCEEDED
+    sent = statements(sql)
+    # The subject's roles: read by the lock's statement, not by one of their own (one before).
+    assert not [s for s in sent if s.startswith(ROLES)]
+    assert sum(ROLES in s for s in sent if s.startswith("WITH r AS MATERIALIZED")) >= 1
+    # The action's move to queued saves the decision's event; no UPDATE of the action alone.
+    assert not [s for s in sent if s.startswith("UPDATE agentops_action")]
+    kinds = list(
+        TraceEvent.objects.filter(run_id=run_id).order_by("seq").values_list("kind", flat=True)
+    )
+    decided = kinds.index("approval_decided")
+    assert kinds[decided + 1 : decided + 3] == ["run_resumed", "execution_started"], kinds
+    event = TraceEvent.objects.get(run_id=run_id, kind="approval_decided")
+    assert str(event.action_id) == action_id
+    assert event.payload["status"] == "approved" and event.payload["reason"] == "ok"
+    assert event.payload["approver"] == approver.get_username()
+    seqs = list(
+        TraceEvent.objects.filter(run_id=run_id).order_by("seq").values_list("seq", flat=True)
+    )
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+@pytest.mark.integration
+@pytest.mark.usefixtures("rooms")
+def test_a_role_removed_after_the_approval_stops_the_approved_call(transactional_db, e17, approver):
+    answer = tool_call_governed(user=e17, name="reserve_room", arguments=premium())
+    action_id, run_id = answer["pending"]["action_id"], answer["pending"]["run_id"]
+    request = ApprovalRequest.objects.get(action_ref=action_id)
+    assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
+    e17.groups.remove(Group.objects.get(name="employees"))
+
+    runs.action_approval_settled(action_id, run_id=run_id)
+
+    action = Action.objects.get(pk=action_id)
+    assert action.status == ActionStatus.REJECTED and action.attempts == 0
+    assert action.result["code"] == "tool_not_visible"
+    assert not Booking.objects.filter(idempotency_key=action.idempotency_key).exists()

@@ -166,6 +166,20 @@ def test_the_run_and_its_action_are_locked_and_read_as_the_orm_would(e17, e23):
         assert run_action_locked(uuid.uuid4(), action.pk) is None
 
 
+def test_an_action_with_its_run_and_subject_is_read_as_the_orm_would(e17, e23):
+    run = run_create(e17, status="waiting_approval")
+    action = action_create(run, tool="reserve_room", status="waiting_approval")
+    action_create(run_create(e23, status="running"))
+
+    got = store.action_with_run(action.pk)
+    want = Action.objects.select_related("run", "run__subject").get(pk=action.pk)
+    for have, expected in ((got, want), (got.run, want.run), (got.run.subject, want.run.subject)):
+        for field in type(expected)._meta.concrete_fields:
+            assert getattr(have, field.attname) == getattr(expected, field.attname), field.name
+    assert got.run.subject.username == "e17"
+    assert store.action_with_run(uuid.uuid4()) is None
+
+
 def blocked_on_a_lock(timeout: float) -> None:
     """Wait until another session of this database waits for a row lock."""
     deadline = time.monotonic() + timeout
@@ -389,7 +403,7 @@ def test_every_statement_is_one_psycopg_caches_the_parsing_of():
         for name, value in vars(store).items()
         if name.endswith("_SQL") and isinstance(value, str)
     }
-    assert len(statements) == 18
+    assert len(statements) == 19
     for name, statement in statements.items():
         sql = store._sql(statement)
         assert len(sql.encode()) <= 4096, name
