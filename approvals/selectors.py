@@ -98,6 +98,39 @@ def _record_set(request: ApprovalRequest, record: ApprovalRecord) -> None:
         request.record = record
 
 
+# Hand-written for the same reason: the verification right before every approved call runs
+# (approvals.services.approval_verify_and_consume, in the runtime's transaction) reads the
+# action's latest approved request with its record.
+_APPROVED_SQL = """
+SELECT {request}, {record}
+  FROM approvals_approvalrequest q
+  LEFT JOIN approvals_approvalrecord c ON c.request_id = q.id
+ WHERE q.action_ref = %s AND q.status = %s
+ ORDER BY q.decided_at DESC
+ LIMIT 1
+"""
+
+
+@cache
+def _approved_sql() -> str:
+    return _APPROVED_SQL.format(
+        request=sqlrows.columns(ApprovalRequest, "q"), record=sqlrows.columns(ApprovalRecord, "c")
+    )
+
+
+def approval_request_approved(*, action_ref: str) -> ApprovalRequest | None:
+    """The action's latest approved request with its record loaded (as
+    ``select_related("record")``, latest decision first); None: no approved request."""
+    with connection.cursor() as cursor:
+        cursor.execute(_approved_sql(), [action_ref, RequestStatus.APPROVED.value])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    request, record = sqlrows.instances(row, ApprovalRequest, ApprovalRecord)
+    _record_set(request, record)
+    return request
+
+
 def approval_request_pending(*, request_id: Any) -> ApprovalRequest | None:
     return (
         ApprovalRequest.objects.filter(pk=request_id, status=RequestStatus.PENDING)

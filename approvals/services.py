@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.translation import gettext, gettext_noop
 
 from accounts.models import AuditAction, Role, User
-from accounts.selectors import user_roles
+from accounts.selectors import approver_emails, user_roles
 from accounts.services import audit_record
 from accounts.words import say
 from approvals import hooks, signing
@@ -29,6 +29,7 @@ from approvals.models import (
     Decision,
     RequestStatus,
 )
+from approvals.selectors import approval_request_approved
 from approvals.signals import approval_refresh_requested, approval_settled
 
 MAX_REASON = 500
@@ -114,12 +115,7 @@ def approval_request_open(
 
 def _notify_approvers(request: ApprovalRequest) -> None:
     """An e-mail to every approver with an address (console backend unless SMTP is set)."""
-    recipients = list(
-        User.objects.filter(groups__name=Role.APPROVER, is_active=True)
-        .exclude(pk=request.requester_id)
-        .exclude(email="")
-        .values_list("email", flat=True)
-    )
+    recipients = approver_emails(besides=request.requester_id)
     if not recipients:
         return
     intent = request.intent
@@ -235,12 +231,7 @@ def approval_verify_and_consume(*, action_ref: str, binding_now: dict[str, Any])
     """Right before a high-risk action runs: is there a signed approval of exactly this intent,
     against this state, still valid? Consume its nonce (once; the same action may retry).
     A record that fails stays as evidence. Call inside the runtime's transaction."""
-    request = (
-        ApprovalRequest.objects.filter(action_ref=action_ref, status=RequestStatus.APPROVED)
-        .select_related("record")
-        .order_by("-decided_at")
-        .first()
-    )
+    request = approval_request_approved(action_ref=action_ref)
     if request is None:
         return Result(False, "approval_missing", "This action has no approval.")
     record = request.record

@@ -272,3 +272,40 @@ def test_a_request_with_its_record_reads_what_the_queryset_read(decided, e17):
         if expected is not None:
             assert _columns(record) == _columns(expected)
     assert approval_request_with_record(request_id=uuid.uuid4()) is None
+
+
+def test_an_actions_approved_request_reads_what_the_queryset_read(decided, e17, approver):
+    from approvals.selectors import approval_request_approved
+
+    def reference(ref):
+        return (
+            ApprovalRequest.objects.filter(action_ref=ref, status="approved")
+            .select_related("record")
+            .order_by("-decided_at")
+            .first()
+        )
+
+    # A later request of the same action, pending, then approved: the latest decision wins.
+    later = ApprovalRequest.objects.create(
+        action_ref="a1",
+        run_ref="r1",
+        requester=e17,
+        binding=BINDING,
+        intent={"tool": "reserve_room"},
+        deadline=timezone.now() + timedelta(minutes=30),
+    )
+    found = []
+    for step in ("pending", "approved"):
+        if step == "approved":
+            assert approval_decide(
+                request_id=later.pk, approver=approver, approve=True, reason="ok"
+            ).ok
+        with CaptureQueriesContext(connection) as sql:
+            got = approval_request_approved(action_ref="a1")
+            record = got.record
+        assert len(sql.captured_queries) == 1  # the record came with it
+        want = reference("a1")
+        assert _columns(got) == _columns(want) and _columns(record) == _columns(want.record)
+        found.append(got.pk)
+    assert found == [decided.pk, later.pk]
+    assert approval_request_approved(action_ref="a2") is None and reference("a2") is None
