@@ -25,6 +25,15 @@ PERIOD_HOURS = {
     "evening": range(17, 21),
 }
 PAGE = 50
+# The part of the day a list of one's bookings is read in ("what do I have tomorrow afternoon"):
+# a booking overlapping it is in it. Wider than the hours searched for a free room: a booking
+# at 8:00 is in the morning.
+PERIOD_MINUTES = {
+    "am": (0, 12 * 60),
+    "noon": (11 * 60, 14 * 60),
+    "pm": (12 * 60, 18 * 60),
+    "evening": (17 * 60, 24 * 60),
+}
 
 
 def booking_question(
@@ -211,8 +220,8 @@ def _list_step(ctx: ModelContext, last: Observation | None) -> Step | None:
 
 
 def _matching(items: list[dict[str, Any]], reading: Reading, now: datetime) -> list[dict[str, Any]]:
-    """The person's confirmed bookings the reading names: the day or week, the start time, the
-    room; upcoming ones when no day is named."""
+    """The person's confirmed bookings the reading names: the day or week (in a list, the part
+    of the day too), the start time, the room; upcoming ones when no day is named."""
     frame = reading.frame
     chosen = []
     for b in items:
@@ -231,6 +240,12 @@ def _matching(items: list[dict[str, Any]], reading: Reading, now: datetime) -> l
             continue
         if frame.rooms and b["room_id"] not in frame.rooms:
             continue
+        part = PERIOD_MINUTES.get(frame.period or "") if reading.job == Job.LIST else None
+        if part is not None and reading.day_window is not None:
+            midnight = reading.day_window[0]
+            lo, hi = (midnight + timedelta(minutes=m) for m in part)
+            if not (start < hi and end > lo):
+                continue
         chosen.append(b)
     return sorted(chosen, key=lambda b: b["start_at"])
 

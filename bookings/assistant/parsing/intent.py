@@ -61,12 +61,14 @@ LIST = re.compile(
     r"|\b(?:show|list|see|check|view|give)\s+(?:me\s+)?(?:all\s+)?my\b"
     r"|\bdo\s+i\s+have\s+(?:a|any)\s+(?:room|booking|meeting|reservation)s?\b"
     r"|\bam\s+i\s+booked\b|\bwhere\s+is\s+my\s+(?:meeting|booking)\b"
+    r"|^\s*(?:got\s+)?any\s+(?:bookings|reservations)\b"
     r"|我[^，,。]{0,8}(?:有哪些|有什么|有几个|有没有|订了哪|订了什么|订了几|约了哪|约了什么)[^，,。]{0,6}(?:预约|预订|会议|订单|会议室|房间)?"
     r"|我的(?:预约|预订|会议室预订|订单|会议安排)|(?:查|看)[^，,。]{0,4}我[^，,。]{0,4}(?:预约|预订|订了)"
 )
 AVAILABILITY = re.compile(
     r"\b(?:is|are)\b[^.?]{0,60}\b(?:free|available|open|taken|busy|booked|vacant)\b"
-    r"|\b(?:which|what)\s+rooms?\b|\b(?:any\s*(?:rooms?|thing|where)|something)\b[^.?]{0,40}"
+    r"|\b(?:which|what)\s+rooms?\b"
+    r"|\b(?:any\s*(?:rooms?|thing|thng|thin|ting|where)|something)\b[^.?]{0,40}"
     r"\b(?:free|available|open)\b"
     r"|\b(?:free|available|open)\s+rooms?\b|\bavailability\b|\bwhen\s+is\b[^.?]{0,40}\b(?:free|available)\b"
     r"|\bis\s+there\s+(?:a|any)\s+(?:free\s+)?room\b|\bcheck\s+(?:if|whether)\b"
