@@ -20,7 +20,7 @@ from config import sqlrows
 # call. The queryset (two select_related joins, an order, a limit) cost more to build than to
 # run; this is its statement (tests/approvals/test_records.py holds it to the queryset).
 _LATEST_SQL = """
-SELECT {request}, {record}, {approver}
+SELECT {request}, {record}, {user}
   FROM approvals_approvalrequest q
   LEFT JOIN approvals_approvalrecord c ON c.request_id = q.id
   LEFT JOIN accounts_user u ON u.id = c.approver_id
@@ -30,21 +30,10 @@ SELECT {request}, {record}, {approver}
 """
 
 
-@cache
-def _latest_sql() -> str:
-    return _LATEST_SQL.format(
-        request=sqlrows.columns(ApprovalRequest, "q"),
-        record=sqlrows.columns(ApprovalRecord, "c"),
-        approver=sqlrows.columns(User, "u"),
-    )
-
-
 def approval_request_latest(*, action_ref: str) -> ApprovalRequest | None:
     """The action's latest request with its decision's record and approver loaded (as
     ``select_related("record", "record__approver")``: no record is known to be none)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_latest_sql(), [action_ref])
-        row = cursor.fetchone()
+    row = _one("latest", [action_ref])
     if row is None:
         return None
     request, record, approver = sqlrows.instances(row, ApprovalRequest, ApprovalRecord, User)
@@ -57,7 +46,7 @@ def approval_request_latest(*, action_ref: str) -> ApprovalRequest | None:
 # Hand-written for the same reason: a decision's e-mail to its requester (bookings.decisions,
 # a worker, once per decided request) reads the request with its requester and its record.
 _DECIDED_SQL = """
-SELECT {request}, {requester}, {record}
+SELECT {request}, {user}, {record}
   FROM approvals_approvalrequest q
   JOIN accounts_user u ON u.id = q.requester_id
   LEFT JOIN approvals_approvalrecord c ON c.request_id = q.id
@@ -65,21 +54,10 @@ SELECT {request}, {requester}, {record}
 """
 
 
-@cache
-def _decided_sql() -> str:
-    return _DECIDED_SQL.format(
-        request=sqlrows.columns(ApprovalRequest, "q"),
-        requester=sqlrows.columns(User, "u"),
-        record=sqlrows.columns(ApprovalRecord, "c"),
-    )
-
-
 def approval_request_with_record(*, request_id: Any) -> ApprovalRequest | None:
     """The request with its requester and its decision's record loaded (as
     ``select_related("requester", "record")``); None: no such request."""
-    with connection.cursor() as cursor:
-        cursor.execute(_decided_sql(), [request_id])
-        row = cursor.fetchone()
+    row = _one("decided", [request_id])
     if row is None:
         return None
     request, request.requester, record = sqlrows.instances(
@@ -111,24 +89,32 @@ SELECT {request}, {record}
 """
 
 
-@cache
-def _approved_sql() -> str:
-    return _APPROVED_SQL.format(
-        request=sqlrows.columns(ApprovalRequest, "q"), record=sqlrows.columns(ApprovalRecord, "c")
-    )
-
-
 def approval_request_approved(*, action_ref: str) -> ApprovalRequest | None:
     """The action's latest approved request with its record loaded (as
     ``select_related("record")``, latest decision first); None: no approved request."""
-    with connection.cursor() as cursor:
-        cursor.execute(_approved_sql(), [action_ref, RequestStatus.APPROVED.value])
-        row = cursor.fetchone()
+    row = _one("approved", [action_ref, RequestStatus.APPROVED.value])
     if row is None:
         return None
     request, record = sqlrows.instances(row, ApprovalRequest, ApprovalRecord)
     _record_set(request, record)
     return request
+
+
+@cache
+def _sql(name: str) -> str:
+    """Statement ``name`` with its column lists: the request (q), the record (c), a user (u)."""
+    statement = {"latest": _LATEST_SQL, "decided": _DECIDED_SQL, "approved": _APPROVED_SQL}[name]
+    return statement.format(
+        request=sqlrows.columns(ApprovalRequest, "q"),
+        record=sqlrows.columns(ApprovalRecord, "c"),
+        user=sqlrows.columns(User, "u"),
+    )
+
+
+def _one(name: str, params: list[Any]) -> tuple[Any, ...] | None:
+    with connection.cursor() as cursor:
+        cursor.execute(_sql(name), params)
+        return cursor.fetchone()
 
 
 def approval_request_pending(*, request_id: Any) -> ApprovalRequest | None:

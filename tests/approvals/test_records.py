@@ -32,16 +32,20 @@ BINDING = {
 }
 
 
-@pytest.fixture
-def decided(e17, approver):
-    request = ApprovalRequest.objects.create(
-        action_ref="a1",
+def pending_request(requester, action_ref: str) -> ApprovalRequest:
+    return ApprovalRequest.objects.create(
+        action_ref=action_ref,
         run_ref="r1",
-        requester=e17,
+        requester=requester,
         binding=BINDING,
         intent={"tool": "reserve_room"},
         deadline=timezone.now() + timedelta(minutes=30),
     )
+
+
+@pytest.fixture
+def decided(e17, approver):
+    request = pending_request(e17, "a1")
     assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
     return request
 
@@ -205,14 +209,7 @@ def _columns(instance) -> tuple:
 def test_an_actions_latest_request_reads_what_the_queryset_read(decided, e17):
     from approvals.selectors import approval_request_latest
 
-    later = ApprovalRequest.objects.create(
-        action_ref="a1",
-        run_ref="r1",
-        requester=e17,
-        binding=BINDING,
-        intent={"tool": "reserve_room"},
-        deadline=timezone.now() + timedelta(minutes=30),
-    )
+    later = pending_request(e17, "a1")
     seen = {}
     # a1's latest is the pending one; once that belongs to a2, a1's is the decided one.
     for ref, move in (("a1", False), ("a1", True), ("a2", True)):
@@ -247,14 +244,7 @@ def test_an_actions_latest_request_reads_what_the_queryset_read(decided, e17):
 def test_a_request_with_its_record_reads_what_the_queryset_read(decided, e17):
     from approvals.selectors import approval_request_with_record
 
-    pending = ApprovalRequest.objects.create(
-        action_ref="a2",
-        run_ref="r1",
-        requester=e17,
-        binding=BINDING,
-        intent={"tool": "reserve_room"},
-        deadline=timezone.now() + timedelta(minutes=30),
-    )
+    pending = pending_request(e17, "a2")
     for request in (decided, pending):
         reference = (
             ApprovalRequest.objects.select_related("requester", "record")
@@ -286,14 +276,7 @@ def test_an_actions_approved_request_reads_what_the_queryset_read(decided, e17, 
         )
 
     # A later request of the same action, pending, then approved: the latest decision wins.
-    later = ApprovalRequest.objects.create(
-        action_ref="a1",
-        run_ref="r1",
-        requester=e17,
-        binding=BINDING,
-        intent={"tool": "reserve_room"},
-        deadline=timezone.now() + timedelta(minutes=30),
-    )
+    later = pending_request(e17, "a1")
     found = []
     for step in ("pending", "approved"):
         if step == "approved":
