@@ -241,8 +241,8 @@ def _matching(items: list[dict[str, Any]], reading: Reading, now: datetime) -> l
         if frame.rooms and b["room_id"] not in frame.rooms:
             continue
         part = PERIOD_MINUTES.get(frame.period or "") if reading.job == Job.LIST else None
-        if part is not None and reading.day_window is not None:
-            midnight = reading.day_window[0]
+        if part is not None and reading.day_window is not None:  # that part of its own day
+            midnight = start.replace(hour=0, minute=0, second=0, microsecond=0)
             lo, hi = (midnight + timedelta(minutes=m) for m in part)
             if not (start < hi and end > lo):
                 continue
