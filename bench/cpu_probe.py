@@ -303,9 +303,12 @@ class Api:
 class Requests:
     """Booking requests on distinct half-hour slots, so that every run can succeed."""
 
-    def __init__(self, tz: str, days_ahead: int = 20) -> None:
+    def __init__(
+        self, tz: str, days_ahead: int = 20, users: tuple[str, ...] = BOOKING_USERS
+    ) -> None:
         self.tz = ZoneInfo(tz)
         self.day0 = datetime.now(self.tz).date() + timedelta(days=days_ahead)
+        self.users = users
         self.n = 0
         self._lock = threading.Lock()
 
@@ -317,7 +320,7 @@ class Requests:
             minutes=30 * (n % 24)
         )
         end = start + timedelta(minutes=30)
-        user = BOOKING_USERS[n % len(BOOKING_USERS)]
+        user = self.users[n % len(self.users)]
         text = (
             f"book a room on {start:%Y-%m-%d} {start:%H:%M}-{end:%H:%M} "
             "for 3 people with a projector"

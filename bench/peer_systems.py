@@ -585,10 +585,13 @@ def make_peer(name: str, config: dict[str, Any]) -> Peer:
 
 
 def child_main(name: str) -> None:
-    """A peer's process: set up, then answer the harness's commands on stdin (one JSON line
-    each) with one JSON line on stdout prefixed ``@@`` (libraries may print too)."""
-    config = json.loads(os.environ["PEERS_CHILD"])
-    peer = make_peer(name, config)
+    """A peer's process: set up, then serve the harness."""
+    serve(make_peer(name, json.loads(os.environ["PEERS_CHILD"])))
+
+
+def serve(peer: Any) -> None:
+    """Answer the harness's commands on stdin (one JSON line each) with one JSON line on stdout
+    prefixed ``@@`` (libraries may print too), with ``peer`` (``timed``, ``batch``, ``close``)."""
 
     def answer(value: Any) -> None:
         sys.stdout.write("@@ " + json.dumps(value) + "\n")

@@ -71,7 +71,10 @@ BENCH_ENV = {
 }
 
 PRODUCTS = ("product", "product_approval")
-SYSTEMS = (*PRODUCTS, *PEERS)
+# The product's governed run in a process of its own, as the peers run (bench/product_in_process.py):
+# no HTTP request, its Celery hop executed in place. Driven like a peer, in the product's database.
+IN_PROCESS = "product_in_process"
+SYSTEMS = (*PRODUCTS, IN_PROCESS, *PEERS)
 # The issue's targets (issue 25): product / peer; later work, reported here, not met here.
 TARGETS = (
     ("cpu_ms_per_run_at_16", "product", "langgraph_sync", "max", 1.0),
@@ -101,10 +104,11 @@ class Child:
 
     def __init__(self, name: str, config: dict[str, Any], log: Any) -> None:
         self.name = name
+        script = ["product_in_process.py"] if name == IN_PROCESS else ["peer_systems.py", name]
         self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "bench" / "peer_systems.py"), name],
+            [sys.executable, str(ROOT / "bench" / script[0]), *script[1:]],
             cwd=ROOT,
-            env=os.environ | {"PEERS_CHILD": json.dumps(config)},
+            env=os.environ | {"PEERS_CHILD": json.dumps(config)} | config.get("env", {}),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=log,
@@ -463,10 +467,13 @@ HEADLINE = (
 
 
 def ratios(summary: dict[str, Any]) -> dict[str, Any]:
-    """product / peer for every headline figure (product_approval / langgraph_interrupt too)."""
+    """product / peer for every headline figure (product_approval / langgraph_interrupt too),
+    the same for the governed run in process, and product / product_in_process: what the
+    transport (the web's request and the worker's hop) adds."""
     out: dict[str, Any] = {}
-    pairs = [("product", p) for p in PEERS if p != "langgraph_interrupt"]
-    pairs += [("product_approval", "langgraph_interrupt")]
+    pairs = [(p, peer) for p in ("product", IN_PROCESS) for peer in PEERS]
+    pairs = [(p, peer) for p, peer in pairs if peer != "langgraph_interrupt"]
+    pairs += [("product_approval", "langgraph_interrupt"), ("product", IN_PROCESS)]
     for product, peer in pairs:
         if product not in summary or peer not in summary:
             continue
@@ -479,9 +486,14 @@ def ratios(summary: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def verdicts(summary: dict[str, Any]) -> list[dict[str, Any]]:
+def verdicts(summary: dict[str, Any], product_as: str = "product") -> list[dict[str, Any]]:
+    """Issue 25's targets; with ``product_as``, its two-call targets for that system instead
+    of the end-to-end product (the approval path's are left out)."""
     out = []
-    for key, product, peer, kind, bound in TARGETS:
+    for key, system, peer, kind, bound in TARGETS:
+        if product_as != "product" and system != "product":
+            continue
+        product = product_as if system == "product" else system
         a = summary.get(product, {}).get(key)
         b = summary.get(peer, {}).get(key)
         if a is None or not b:
@@ -630,7 +642,7 @@ def main() -> int:
     )
     search_sql = product_search_sql()
     user = get_user_model().objects.get(username="e17").pk
-    database = dict.fromkeys(PRODUCTS, connection.settings_dict["NAME"])
+    database = dict.fromkeys((*PRODUCTS, IN_PROCESS), connection.settings_dict["NAME"])
     log_path = Path(os.environ.get("AGENTOPS_VAR", ROOT / "var")) / "peers-children.log"
     log = log_path.open("w")  # the peers' own output
     children: dict[str, Child] = {}
@@ -655,6 +667,22 @@ def main() -> int:
             warm = children[name].ask("seq", 10)
             warm_batch = children[name].ask("batch", args.concurrent)
             errors += [f"{name}: {e}" for e in warm["errors"] + warm_batch["errors"]]
+        if IN_PROCESS in systems:
+            # Its own days (the end-to-end product books from 20 days ahead, the approvals
+            # from 60; 6 rounds take about 18 days of half-hour slots each).
+            config = {
+                "tz": settings.TIME_ZONE,
+                "days_ahead": 41,
+                "concurrent": args.concurrent,
+                # Its sessions: a run's thread each, and the tool pool's 8 (as a peer's pool
+                # holds 16); the server's 300 are shared by every system.
+                "env": {"DB_POOL_MAX_SIZE": str(args.concurrent + 8)},
+            }
+            print(f"== starting {IN_PROCESS}", file=sys.stderr, flush=True)
+            children[IN_PROCESS] = Child(IN_PROCESS, config, log)
+            warm = children[IN_PROCESS].ask("seq", 10)
+            warm_batch = children[IN_PROCESS].ask("batch", args.concurrent)
+            errors += [f"{IN_PROCESS}: {e}" for e in warm["errors"] + warm_batch["errors"]]
         connection.close()  # the harness's Django session idles from here on
         if any(s in PRODUCTS for s in systems):
             stack = probe.Stack(
@@ -726,6 +754,10 @@ def main() -> int:
         "ratios_product_over_peer": ratios(summary),
         "targets": (targets := verdicts(summary)),
         "targets_met": f"{sum(t['met'] for t in targets)} of {len(targets)}",
+        # The same two-call targets for the governed run without its transport (not the
+        # issue's verdict, which is the end-to-end product's above).
+        "targets_in_process": (inner := verdicts(summary, product_as=IN_PROCESS)),
+        "targets_in_process_met": f"{sum(t['met'] for t in inner)} of {len(inner)}",
         "errors": errors[:50],
         "error_count": len(errors),
         "machine": {

@@ -141,7 +141,7 @@ def start_postgres(var: Path, *, fast: bool, preferred_port: int | None) -> tupl
                 **run_as,
             )
         port = free_port(preferred_port)
-        opts = f"-h 127.0.0.1 -p {port} -k '' -c max_connections=200"
+        opts = f"-h 127.0.0.1 -p {port} -k '' -c max_connections=300"
         if fast:  # throwaway test clusters: durability buys nothing there
             opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         result = subprocess.run(

@@ -193,6 +193,8 @@ DATABASES = {
         conn_health_checks=_env_bool("DB_HEALTH_CHECKS", True),
     )
 }
+# Django's PostgreSQL backend with a last-in-first-out session pool (config/postgres/base.py).
+DATABASES["default"]["ENGINE"] = "config.postgres"
 DATABASES["default"]["TEST"] = {"NAME": os.environ.get("TEST_DATABASE_NAME") or None}
 DATABASES["default"]["OPTIONS"] = {}
 if DB_POOL_MAX_SIZE:

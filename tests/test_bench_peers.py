@@ -111,3 +111,36 @@ def test_peer_schema_runs_the_search_and_refuses_an_overlap_and_a_used_key(peer_
     assert after == []
     assert isinstance(overlap.value.__cause__, psycopg.errors.ExclusionViolation)
     assert isinstance(reused.value.__cause__, psycopg.errors.UniqueViolation)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_in_process_system_books_through_the_whole_governed_run(rooms, e17):
+    """bench/product_in_process.py's runs go through run_start and every step of the engine,
+    its one Celery hop executed in place: each books once, verified, as the worker's would."""
+    from agentops.models import AgentRun
+    from bench.product_in_process import ProductInProcess, eager
+    from bookings.models import Booking
+    from config.celery import app
+
+    was = app.conf.task_always_eager
+    system = ProductInProcess(
+        {"tz": "Asia/Shanghai", "days_ahead": 3, "concurrent": 2}, users=("e17",)
+    )
+    try:
+        eager()
+        one = system.timed()
+        two = system.batch(2)
+    finally:
+        app.conf.task_always_eager = was
+        system.close()
+
+    runs = list(AgentRun.objects.order_by("created_at"))
+    bookings = Booking.objects.filter(requester=e17, status="confirmed")
+    assert one > 0
+    assert len(two) == 2
+    assert [r.status for r in runs] == ["succeeded"] * 3
+    assert bookings.count() == 3
+    assert {b.room.code for b in bookings} <= {"R5", "R7", "R9"}
+    for run in runs:
+        kinds = list(run.events.values_list("kind", flat=True))
+        assert "verified" in kinds
