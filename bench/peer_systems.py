@@ -143,15 +143,14 @@ class Slots:
 # === the peers =================================================================================
 
 
-class Peer:
-    """One system's two-call booking. ``run`` makes one run and returns the booking's id;
-    ``batch`` makes ``count`` at once (a thread each, unless the system is async)."""
+class Timed:
+    """What serve() drives: ``run`` makes one run; ``timed`` times one, ``batch`` makes
+    ``count`` at once on ``threads``."""
 
-    def __init__(self, config: dict[str, Any]) -> None:
-        self.config = config
-        self.search_sql: str = config["search_sql"]
-        self.slots = Slots(config["tz"], config["days_ahead"])
-        self.threads = ThreadPoolExecutor(max_workers=config["concurrent"])
+    threads: ThreadPoolExecutor
+
+    def run(self) -> Any:
+        raise NotImplementedError
 
     def timed(self) -> float:
         """One run; its milliseconds."""
@@ -162,6 +161,20 @@ class Peer:
     def batch(self, count: int) -> list[float]:
         futures = [self.threads.submit(self.timed) for _ in range(count)]
         return [f.result() for f in futures]
+
+    def close(self) -> None:
+        self.threads.shutdown()
+
+
+class Peer(Timed):
+    """One system's two-call booking. ``run`` makes one run and returns the booking's id;
+    ``batch`` makes ``count`` at once (a thread each, unless the system is async)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.search_sql: str = config["search_sql"]
+        self.slots = Slots(config["tz"], config["days_ahead"])
+        self.threads = ThreadPoolExecutor(max_workers=config["concurrent"])
 
     def request(self) -> dict[str, Any]:
         start, end = self.slots.next()
@@ -188,12 +201,6 @@ class Peer:
     def book(self, pool: Any, request: dict[str, Any], room: int, key: str) -> int:
         with pool.connection() as conn:
             return conn.execute(BOOK_SQL, book_params(request, room, key)).fetchone()[0]
-
-    def run(self) -> int:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        self.threads.shutdown()
 
 
 class BarePsycopg(Peer):

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -31,8 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.peer_systems import Timed, serve  # noqa: E402  (no Django: importable first)
 
-class ProductInProcess:
+
+class ProductInProcess(Timed):
     """Runs of the product's two-call booking started with `run_start`, each checked
     succeeded; ``users``: the usernames whose turn it is (bench/cpu_probe's three)."""
 
@@ -66,18 +67,6 @@ class ProductInProcess:
             raise RuntimeError(f"run {run.pk} for {text!r} ended {status}")
         return str(run.pk)
 
-    def timed(self) -> float:
-        t0 = time.perf_counter()
-        self.run()
-        return (time.perf_counter() - t0) * 1000
-
-    def batch(self, count: int) -> list[float]:
-        futures = [self.threads.submit(self.timed) for _ in range(count)]
-        return [f.result() for f in futures]
-
-    def close(self) -> None:
-        self.threads.shutdown()
-
 
 def eager() -> None:
     """The run's Celery hop executed in place, right after the commit that sends it."""
@@ -88,8 +77,6 @@ def eager() -> None:
 
 def main() -> None:
     import django
-
-    from bench.peer_systems import serve
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     django.setup()
