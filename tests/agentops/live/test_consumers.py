@@ -280,6 +280,20 @@ def test_the_card_form_sends_server_rendered_fragments_in_the_page_language(e17)
     assert 'id="run-reply"' in fragments[3]
 
 
+async def next_gates(layer, channel, timeout: float = 5) -> list[dict]:
+    """The gate events of the next push that has any. A run's own run_started (committed by
+    run_create, before the test watches) may be pushed late on a busy machine, once the watch
+    is up: that push is not what these tests are about, so it is passed over."""
+
+    async def gates():
+        while True:
+            events = [e for e in (await layer.receive(channel))["events"] if e["kind"] == "gate"]
+            if events:
+                return events
+
+    return await asyncio.wait_for(gates(), timeout)
+
+
 @pytest.mark.django_db(transaction=True)
 def test_only_a_watched_run_is_pushed(e17):
     """A run nobody watches costs no push; once watched, its events are pushed; once the last
@@ -294,7 +308,7 @@ def test_only_a_watched_run_is_pushed(e17):
         await asyncio.to_thread(trace_watch, run_group(watched.pk), channel)
         for run, name in ((unwatched, "unwatched"), (watched, "watched")):  # in this order
             await database_sync_to_async(trace_append)(run=run, kind="gate", payload={"run": name})
-        pushed = await asyncio.wait_for(layer.receive(channel), 5)
+        pushed = await next_gates(layer, channel)
         await asyncio.to_thread(trace_unwatch, run_group(watched.pk), channel)
         await database_sync_to_async(trace_append)(
             run=watched, kind="gate", payload={"run": "gone"}
@@ -304,8 +318,8 @@ def test_only_a_watched_run_is_pushed(e17):
         return pushed
 
     pushed = asyncio.run(scenario())
-    assert [e["seq"] for e in pushed["events"]] == [2]
-    assert pushed["events"][0]["payload"] == {"run": "watched"}
+    assert [e["seq"] for e in pushed] == [2]
+    assert pushed[0]["payload"] == {"run": "watched"}
     assert {e.run_id for e in TraceEvent.objects.filter(kind="gate")} == {watched.pk, unwatched.pk}
     assert watched.events.count() == 3
 
@@ -333,11 +347,11 @@ def test_the_push_thread_goes_on_after_a_failed_check(e17, monkeypatch):
         await database_sync_to_async(trace_append)(run=run, kind="gate", payload={"n": "lost"})
         await asyncio.sleep(0.5)
         await database_sync_to_async(trace_append)(run=run, kind="gate", payload={"n": "after"})
-        return await asyncio.wait_for(layer.receive(channel), 5)
+        return await next_gates(layer, channel)
 
     pushed = asyncio.run(scenario())
     assert failures
-    assert [e["payload"] for e in pushed["events"]] == [{"n": "after"}]
+    assert [e["payload"] for e in pushed] == [{"n": "after"}]
 
 
 @pytest.mark.django_db(transaction=True)
