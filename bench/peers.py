@@ -466,6 +466,19 @@ HEADLINE = (
 )
 
 
+def started(
+    name: str, config: dict[str, Any], log: Any, concurrent: int, errors: list[str]
+) -> Child:
+    """A system's process, started and warmed (10 runs one at a time, one batch at once);
+    the warm-up's failures go to ``errors``."""
+    print(f"== starting {name}", file=sys.stderr, flush=True)
+    child = Child(name, config, log)
+    warm = child.ask("seq", 10)
+    warm_batch = child.ask("batch", concurrent)
+    errors += [f"{name}: {e}" for e in warm["errors"] + warm_batch["errors"]]
+    return child
+
+
 def ratios(summary: dict[str, Any]) -> dict[str, Any]:
     """product / peer for every headline figure (product_approval / langgraph_interrupt too),
     the same for the governed run in process, and product / product_in_process: what the
@@ -662,11 +675,7 @@ def main() -> int:
                 "days_ahead": 20 + 60 * i,
                 "concurrent": args.concurrent,
             }
-            print(f"== starting {name}", file=sys.stderr, flush=True)
-            children[name] = Child(name, config, log)
-            warm = children[name].ask("seq", 10)
-            warm_batch = children[name].ask("batch", args.concurrent)
-            errors += [f"{name}: {e}" for e in warm["errors"] + warm_batch["errors"]]
+            children[name] = started(name, config, log, args.concurrent, errors)
         if IN_PROCESS in systems:
             # Its own days (the end-to-end product books from 20 days ahead, the approvals
             # from 60; 6 rounds take about 18 days of half-hour slots each).
@@ -678,11 +687,7 @@ def main() -> int:
                 # holds 16); the server's 300 are shared by every system.
                 "env": {"DB_POOL_MAX_SIZE": str(args.concurrent + 8)},
             }
-            print(f"== starting {IN_PROCESS}", file=sys.stderr, flush=True)
-            children[IN_PROCESS] = Child(IN_PROCESS, config, log)
-            warm = children[IN_PROCESS].ask("seq", 10)
-            warm_batch = children[IN_PROCESS].ask("batch", args.concurrent)
-            errors += [f"{IN_PROCESS}: {e}" for e in warm["errors"] + warm_batch["errors"]]
+            children[IN_PROCESS] = started(IN_PROCESS, config, log, args.concurrent, errors)
         connection.close()  # the harness's Django session idles from here on
         if any(s in PRODUCTS for s in systems):
             stack = probe.Stack(
