@@ -8,7 +8,11 @@ the handshake (config.asgi).
 On connect the consumer marks the run watched (a run nobody watches is not pushed), joins the
 run's group, then sends every event after the `after` sequence number the page already has (from
 the database), then whatever the group pushes, in order and without repeats. The group is only
-a fast path: a dropped push is read on reconnect. Events go out as JSON, or with `format=html`
+a fast path: a push that was dropped (the push thread's Redis check failed, the channel layer lost it) is
+read on reconnect, or by the open socket itself: it looks in the database for what it has not
+been sent, RESYNC_FIRST_S after it connected or last heard a push, then at doubling intervals up
+to RESYNC_MAX_S while nothing turns up (a card waiting for an approver would otherwise show a
+lost event only when the next one came, which may be half an hour later). Events go out as JSON, or with `format=html`
 as whatever ``fragment`` renders (the console's run card: out of band swaps for the htmx ws
 extension, in the page's `lang`). A frame from the page that is not small JSON text closes the
 socket (1003, 1007, 1009: config.websocket) and unmarks the run at once.
@@ -16,7 +20,9 @@ socket (1003, 1007, 1009: config.websocket) and unmarks the run at once.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -27,8 +33,15 @@ from django.conf import settings
 from agentops import selectors, services
 from config.websocket import ListeningJsonConsumer
 
+log = logging.getLogger(__name__)
+
 NOT_SIGNED_IN = 4401
 NOT_YOURS = 4404
+# The open socket's own look in the database for events a lost push did not bring: this long
+# after it connected (or last heard a push), then twice as long each time nothing was missing,
+# up to the maximum. One indexed read of a run's newest events, usually empty.
+RESYNC_FIRST_S = 5.0
+RESYNC_MAX_S = 60.0
 
 
 class RunTraceConsumer(ListeningJsonConsumer):
@@ -55,6 +68,7 @@ class RunTraceConsumer(ListeningJsonConsumer):
         self.language = wanted if wanted in languages else settings.LANGUAGE_CODE
         self.html = query.get("format", [""])[0] == "html"
         self.run_id = run_id
+        self._sending = asyncio.Lock()
         # Watched first, then in the group, then the database: no event falls between.
         await sync_to_async(services.run_watch, thread_sensitive=False)(
             selectors.run_group(run_id), self.channel_name
@@ -66,6 +80,8 @@ class RunTraceConsumer(ListeningJsonConsumer):
             )
             for event in backlog:
                 await self._send_event(event)
+            self._resync_wait = RESYNC_FIRST_S
+            self._resync = asyncio.ensure_future(self._resync_loop())
         except BaseException:  # no disconnect follows a failed connect: leave no mark behind
             with contextlib.suppress(Exception):
                 await self._leave()
@@ -76,6 +92,9 @@ class RunTraceConsumer(ListeningJsonConsumer):
             await self._leave()
 
     async def _leave(self) -> None:
+        resync = getattr(self, "_resync", None)
+        if resync is not None:
+            resync.cancel()
         group = selectors.run_group(self.run_id)
         await self.channel_layer.group_discard(group, self.channel_name)
         await sync_to_async(services.run_unwatch, thread_sensitive=False)(group, self.channel_name)
@@ -86,6 +105,7 @@ class RunTraceConsumer(ListeningJsonConsumer):
     async def trace_batch(self, message: dict[str, Any]) -> None:
         if not hasattr(self, "run_id"):
             return
+        self._resync_wait = RESYNC_FIRST_S  # pushes come: the next may be lost as well
         for event in message["events"]:
             await self._receive_event(event)
 
@@ -98,15 +118,40 @@ class RunTraceConsumer(ListeningJsonConsumer):
                 await self._send_event(missed)
         await self._send_event(event)
 
-    async def _send_event(self, event: dict[str, Any]) -> None:
-        if event["seq"] <= self.last_seq:
-            return
-        self.last_seq = event["seq"]
-        fragment = self.fragment(event) if self.html else None
-        if fragment is not None:
-            await self.send(text_data=fragment)
-        else:
-            await self.send_json(event)
+    async def _resync_loop(self) -> None:
+        """Send what is in the database past the last event sent, now and then: a push the
+        group lost shows within RESYNC_FIRST_S of the last push heard, or RESYNC_MAX_S at most
+        (events are numbered and sent once, so a push and a resync that bring the same event
+        send it once, in order)."""
+        while True:
+            await asyncio.sleep(self._resync_wait)
+            resent = 0
+            try:
+                for event in await database_sync_to_async(selectors.run_events_after)(
+                    run_id=self.run_id, after=self.last_seq
+                ):
+                    resent += await self._send_event(event)
+            except Exception:  # the database is away for now: the next look may find it
+                log.warning("could not read run %s's events to resync", self.run_id, exc_info=True)
+            if resent:
+                log.info("run %s: %d events a push did not bring, sent", self.run_id, resent)
+                self._resync_wait = RESYNC_FIRST_S
+            else:
+                self._resync_wait = min(self._resync_wait * 2, RESYNC_MAX_S)
+
+    async def _send_event(self, event: dict[str, Any]) -> bool:
+        """Send the event unless it was sent already; whether it was. One at a time: the pushes
+        and the resync loop both send, and the page must get them in order."""
+        async with self._sending:
+            if event["seq"] <= self.last_seq:
+                return False
+            self.last_seq = event["seq"]
+            fragment = self.fragment(event) if self.html else None
+            if fragment is not None:
+                await self.send(text_data=fragment)
+            else:
+                await self.send_json(event)
+            return True
 
     def fragment(self, event: dict[str, Any]) -> str | None:
         """The event as the page's HTML fragment (``format=html``), or None to send JSON. The

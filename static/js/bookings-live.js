@@ -1,25 +1,31 @@
 // My bookings stays current: the server pokes /ws/bookings/ after a decision, a release or a
 // booking of the person's, and the page re-reads its list (htmx, the same URL, only
-// #mine-live). The database is the record: a lost poke costs freshness, never a decision.
+// #mine-live), and again when its socket comes back (the server restarted: what changed
+// meanwhile was poked to nobody). The database is the record: a lost poke costs freshness,
+// never a decision.
 // Also the calendar section's Copy button.
 (() => {
   const region = () => document.getElementById("mine-live");
   if (region()) {
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     let delay = 500;
+    let opened = false;
+    const reread = () => {
+      htmx.ajax("GET", location.pathname + location.search, {
+        target: "#mine-live",
+        select: "#mine-live",
+        swap: "outerHTML",
+      });
+    };
     const connect = () => {
       const socket = new WebSocket(`${scheme}://${location.host}${region().dataset.liveSocket}`);
       socket.onopen = () => {
         delay = 500;
+        if (opened) reread();
+        opened = true;
         document.body.dataset.bookingsLive = "open";
       };
-      socket.onmessage = () => {
-        htmx.ajax("GET", location.pathname + location.search, {
-          target: "#mine-live",
-          select: "#mine-live",
-          swap: "outerHTML",
-        });
-      };
+      socket.onmessage = reread;
       socket.onclose = (event) => {
         document.body.dataset.bookingsLive = "closed";
         if (event.code === 4401) return; // signed out: nothing to follow

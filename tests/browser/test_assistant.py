@@ -16,7 +16,7 @@ from bookings.models import Booking
 from config import devservers
 from tests.browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, uvicorn_start, uvicorn_stop
 from tests.conftest import slot
-from tests.workers import _wait_until_idle, wait_for_run
+from tests.workers import _wait_until_idle, wait_for_run, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("rooms")]
 
@@ -131,9 +131,14 @@ def test_a_card_that_lost_its_socket_resumes_after_its_last_event(worker, e17, a
             )
             page.get_by_role("button", name="发送").click()
             page.evaluate("window.stillTheSamePage = true")
+            # The worker's part first, then the page's: a failure says which was late.
+            run_id = wait_until(
+                lambda: AgentRun.objects.values_list("pk", flat=True).first(), message="the run"
+            )
+            wait_for_run(run_id, statuses=("waiting_approval",))
             expect(page.locator("#run-status")).to_have_text(
                 "等待审批人", timeout=20_000
-            )  # came live
+            )  # came live (a lost push, by the socket's own look in the database)
             live = int(page.locator("#run-seq").get_attribute("data-last-seq"))
             assert live > 1
 

@@ -14,6 +14,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from agentops import selectors
+from agentops.live import consumers
 from agentops.models import Action, AgentRun, TraceEvent
 from agentops.runtime import trace
 from agentops.runtime.direct import tool_call_governed
@@ -352,6 +353,74 @@ def test_the_push_thread_goes_on_after_a_failed_check(e17, monkeypatch):
     pushed = asyncio.run(scenario())
     assert failures
     assert [e["payload"] for e in pushed] == [{"n": "after"}]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_event_whose_push_was_lost_still_reaches_the_open_socket(e17, monkeypatch):
+    """A card waiting for an approver hears nothing more until the approver decides: a push
+    lost on the way must not leave it stale until then. The open socket looks in the database
+    itself; what it sends there and what is pushed after arrive once each, in order."""
+    run = run_create(e17, status="running")
+    headers = session_headers(e17)
+    monkeypatch.setattr(consumers, "RESYNC_FIRST_S", 0.5)
+    real_send = trace._pusher.send
+
+    def lossy(group, event):
+        if event["payload"] != {"n": "lost"}:
+            real_send(group, event)
+
+    monkeypatch.setattr(trace._pusher, "send", lossy)
+
+    async def scenario():
+        comm, connected, _ = await connect(f"/ws/runs/{run.pk}/?after=1", headers)
+        assert connected
+        await database_sync_to_async(trace_append)(run=run, kind="gate", payload={"n": "lost"})
+        lost = json.loads(await comm.receive_from(timeout=5))  # never pushed: read by the socket
+        await database_sync_to_async(trace_append)(run=run, kind="gate", payload={"n": "pushed"})
+        pushed = json.loads(await comm.receive_from(timeout=5))
+        nothing_more = await comm.receive_nothing(timeout=1.5)  # the resync looks again: no repeat
+        await comm.disconnect()
+        return lost, pushed, nothing_more
+
+    lost, pushed, nothing_more = asyncio.run(scenario())
+    assert (lost["seq"], lost["payload"]) == (2, {"n": "lost"})
+    assert (pushed["seq"], pushed["payload"]) == (3, {"n": "pushed"})
+    assert nothing_more
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_socket_that_hears_nothing_looks_less_often(e17, monkeypatch):
+    """The socket's own looks in the database double in interval while they find nothing, up
+    to the maximum: an idle card waiting half an hour costs a read a minute, not one in five
+    seconds."""
+    run = finished_run(e17)
+    headers = session_headers(e17)
+    monkeypatch.setattr(consumers, "RESYNC_FIRST_S", 0.2)
+    monkeypatch.setattr(consumers, "RESYNC_MAX_S", 0.8)
+    real, looks = selectors.run_events_after, []
+
+    def reading(**kwargs):
+        looks.append(kwargs["after"])
+        return real(**kwargs)
+
+    monkeypatch.setattr(selectors, "run_events_after", reading)
+
+    async def scenario():
+        comm, connected, _ = await connect(f"/ws/runs/{run.pk}/", headers)
+        assert connected
+        await receive_until(comm, "run_finished", timeout=5)
+        await asyncio.sleep(3.5)  # looks at 0.2, 0.6, 1.4, 2.2, 3.0 s after the connect
+        await comm.disconnect()
+        looked = len(looks)
+        await asyncio.sleep(1)  # none once it is closed
+        return looked
+
+    looked = asyncio.run(scenario())
+    # 1 read at connect, then 5 if the intervals double to the cap, 17 had they stayed at 0.2 s.
+    # On a busy machine a look may come late, never early: fewer, never more.
+    assert 3 <= looked <= 6, looks
+    assert len(looks) == looked
+    assert set(looks) == {0, 4}  # the connect read from 0, every look after the last event sent
 
 
 @pytest.mark.django_db(transaction=True)
