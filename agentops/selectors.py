@@ -30,6 +30,7 @@ from django.db.models import Prefetch
 from accounts.models import Role, User
 from accounts.selectors import user_roles
 from agentops.models import (
+    TERMINAL_RUN_STATUSES,
     Action,
     ActionStatus,
     AgentRun,
@@ -74,6 +75,7 @@ from approvals.selectors import approval_pending_for_run
 __all__ = [
     "MAX_REQUEST_CHARS",
     "QUEUE_GROUP",
+    "TERMINAL_RUN_STATUSES",
     "ActionStatus",
     "AgentRun",
     "AuditFilters",

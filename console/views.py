@@ -15,6 +15,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from accounts.http import AuthedRequest
 from agentops.selectors import (
+    TERMINAL_RUN_STATUSES,
     AgentRun,
     run_conversation_before,
     run_events_after,
@@ -90,6 +91,7 @@ def _page(
     """The page; a refused request comes back in a fresh form (a new one-time key). On a
     run's page the form continues its conversation, below the earlier turns and the card."""
     conversation = run.conversation_id if run is not None else request.POST.get("conversation")
+    card = card_context(run, language=get_language()) if run is not None else None
     context: dict[str, Any] = {
         "form": AssistantForm(initial={"request": text, "conversation": conversation or None}),
         "thread": (
@@ -98,23 +100,33 @@ def _page(
             else []
         ),
         "error": error,
+        "card": card,
+        # The card's run as the card shows it (the socket's pushes update both together).
         "runs": [
-            (past, status_view(past.status))
+            (
+                past,
+                card["status"] if card and past.pk == card["run"].pk else status_view(past.status),
+            )
             for past in run_list_for_user(user=request.user, limit=PAST_RUNS)
         ],
-        "card": card_context(run, language=get_language()) if run is not None else None,
     }
     return render(request, "console/assistant.html", context, status=status)
 
 
 def card_context(run: AgentRun, *, language: str) -> dict[str, Any]:
-    """What the card shows of a run now; the socket sends what follows the last event."""
+    """What the card shows of a run now; the socket sends what follows the last event. Its
+    status is the one its events leave, not the run row's: the row was read before them, and
+    an event committed in between (the run waits for an approver) would show on the card while
+    its status stayed behind, with no later event to set it right."""
     events = [event_view(e) for e in run_events_after(run_id=run.pk, after=0)]
+    status = next((e["status"] for e in reversed(events) if e["status"]), None)
+    if status is None:
+        status = status_view(run.status)
     return {
         "run": run,
         "events": events,
         "last_seq": events[-1]["seq"] if events else 0,
-        "status": status_view(run.status),
-        "live": not run.is_terminal,
+        "status": status,
+        "live": status["code"] not in TERMINAL_RUN_STATUSES,
         "language": language,
     }

@@ -10,12 +10,29 @@
     const scheme = location.protocol === "https:" ? "wss" : "ws";
     let delay = 500;
     let opened = false;
+    // One read at a time, and one more after it if a poke came meanwhile: htmx would queue
+    // that one with the element it replaces as its target, and swap the news into nothing.
+    let reading = false;
+    let again = false;
     const reread = () => {
-      htmx.ajax("GET", location.pathname + location.search, {
-        target: "#mine-live",
-        select: "#mine-live",
-        swap: "outerHTML",
-      });
+      if (reading) {
+        again = true;
+        return;
+      }
+      reading = true;
+      htmx
+        .ajax("GET", location.pathname + location.search, {
+          target: "#mine-live",
+          select: "#mine-live",
+          swap: "outerHTML",
+        })
+        .finally(() => {
+          reading = false;
+          if (again) {
+            again = false;
+            reread();
+          }
+        });
     };
     const connect = () => {
       const socket = new WebSocket(`${scheme}://${location.host}${region().dataset.liveSocket}`);

@@ -16,6 +16,7 @@ import pytest
 from django.conf import settings
 from django.db import connection, connections
 
+from config import devservers
 from config.run import web_argv
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -114,18 +115,58 @@ def uvicorn_stop(proc: subprocess.Popen) -> None:
     proc.wait(timeout=10)
 
 
+def signed_in(playwright, base_url: str, user, **context_options):
+    """Chromium and a new context of it signed in as ``user`` (``context_options`` as
+    Playwright's new_context takes them: a locale, a viewport)."""
+    from django.test import Client
+
+    browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    context = browser.new_context(
+        base_url=base_url, **({"viewport": {"width": 1200, "height": 900}} | context_options)
+    )
+    context.set_default_timeout(20_000)
+    # The server process hashes passwords its own way: sign in with a session instead.
+    client = Client()
+    client.force_login(user)
+    context.add_cookies(
+        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": base_url}]
+    )
+    return browser, context
+
+
+class RestartableServer:
+    """uvicorn on one port that a test stops and starts again (its sockets drop, then come
+    back on the same URL)."""
+
+    def __init__(self, log: Path) -> None:
+        self.port = devservers.free_port()
+        self.url, self.log = f"http://127.0.0.1:{self.port}", log
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.proc = uvicorn_start(self.port, self.log)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            uvicorn_stop(self.proc)
+            self.proc = None
+
+
 @pytest.fixture
-def asgi_server(transactional_db, tmp_path):
-    """uvicorn serving config.asgi against the test database; its URL."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = uvicorn_start(port, tmp_path / "uvicorn.log")
+def restartable_server(transactional_db, tmp_path):
+    server = RestartableServer(tmp_path / "uvicorn.log")
+    server.start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield server
     finally:
-        uvicorn_stop(proc)
+        server.stop()
         connection.close()
+
+
+@pytest.fixture
+def asgi_server(restartable_server):
+    """uvicorn serving config.asgi against the test database; its URL."""
+    return restartable_server.url
 
 
 from tests.workers import celery_worker_thread, worker  # noqa: E402, F401  (shared)

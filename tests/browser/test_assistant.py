@@ -6,15 +6,13 @@ from __future__ import annotations
 
 import pytest
 from django.db import connections
-from django.test import Client
 
 from agentops.models import AgentRun
 from agentops.runtime.redis_client import get_redis
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from bookings.models import Booking
-from config import devservers
-from tests.browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, uvicorn_start, uvicorn_stop
+from tests.browser.conftest import ARTIFACTS, CHROMIUM, signed_in
 from tests.conftest import slot
 from tests.workers import _wait_until_idle, wait_for_run, wait_until
 
@@ -24,16 +22,8 @@ REQUEST = "帮我订明天下午两点到三点的会议室，3 个人，要有�
 
 
 def chinese_page(playwright, base_url: str, user):
-    browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-    context = browser.new_context(
-        base_url=base_url, locale="zh-CN", viewport={"width": 1200, "height": 1000}
-    )
-    context.set_default_timeout(20_000)
-    # The server process hashes passwords its own way: sign in with a session instead.
-    client = Client()
-    client.force_login(user)
-    context.add_cookies(
-        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": base_url}]
+    browser, context = signed_in(
+        playwright, base_url, user, locale="zh-CN", viewport={"width": 1200, "height": 1000}
     )
     return browser, context.new_page()
 
@@ -109,7 +99,9 @@ def test_a_double_click_on_submit_makes_one_run(e17, asgi_server):
     get_redis().flushdb()  # its first step was never picked up: nothing left for later tests
 
 
-def test_a_card_that_lost_its_socket_resumes_after_its_last_event(worker, e17, approver, tmp_path):
+def test_a_card_that_lost_its_socket_resumes_after_its_last_event(
+    worker, e17, approver, restartable_server
+):
     """The card fills live up to "waiting for an approver"; the web server goes away, the
     approver approves and the run finishes while nobody listens; when the server is back, the
     page reconnects after the last event it shows and gets each missed event once, in order (a
@@ -119,11 +111,9 @@ def test_a_card_that_lost_its_socket_resumes_after_its_last_event(worker, e17, a
     from playwright.sync_api import expect, sync_playwright
 
     start, _ = slot(days=3, hour=10)
-    port = devservers.free_port()
-    base_url, log = f"http://127.0.0.1:{port}", tmp_path / "uvicorn.log"
-    server = uvicorn_start(port, log)
+    server = restartable_server
     with sync_playwright() as playwright:
-        browser, page = chinese_page(playwright, base_url, e17)
+        browser, page = chinese_page(playwright, server.url, e17)
         try:
             page.goto("/assistant/")
             page.get_by_label("需要什么？").fill(
@@ -142,7 +132,7 @@ def test_a_card_that_lost_its_socket_resumes_after_its_last_event(worker, e17, a
             live = int(page.locator("#run-seq").get_attribute("data-last-seq"))
             assert live > 1
 
-            uvicorn_stop(server)  # the socket drops; the extension keeps trying to reconnect
+            server.stop()  # the socket drops; the extension keeps trying to reconnect
             pending = ApprovalRequest.objects.get(status="pending")
             decided = approval_decide(
                 request_id=pending.pk, approver=approver, approve=True, reason="ok"
@@ -150,7 +140,7 @@ def test_a_card_that_lost_its_socket_resumes_after_its_last_event(worker, e17, a
             assert decided.ok
             run = wait_for_run(AgentRun.objects.get().pk)
             assert run.status == "succeeded", run.reply
-            server = uvicorn_start(port, log)
+            server.start()
 
             expect(page.locator("#run-card [data-reply]")).to_be_visible(timeout=60_000)
             shown = page.locator("#run-events > li").evaluate_all(
@@ -165,4 +155,3 @@ def test_a_card_that_lost_its_socket_resumes_after_its_last_event(worker, e17, a
             # The test's database work inside sync_playwright ran on this context's own
             # connection: give it back to the pool, or it is lost to the tests after this.
             connections.close_all()
-            uvicorn_stop(server)

@@ -9,14 +9,19 @@ import uuid
 from html import unescape
 
 import pytest
+from django.db import transaction
 from django.test import Client
 from django.urls import reverse
 
-from agentops.models import AgentRun, TraceEvent
+from agentops.models import AgentRun, RunOutcome, RunStatus, TraceEvent
 from agentops.runtime import ratelimit
 from agentops.runtime.direct import tool_call_governed
+from agentops.runtime.locks import lock_run
 from agentops.runtime.redis_client import get_redis
 from agentops.runtime.runs import run_start
+from agentops.runtime.transitions import run_move
+from console import views
+from tests.agentops.factories import run_create
 from tests.conftest import slot
 from tests.workers import wait_for_run
 
@@ -181,3 +186,33 @@ def test_an_approver_may_open_a_run_that_waits_for_an_approver_and_no_other(work
     assert response.status_code == 200
     assert 'data-kind="approval_requested"' in html
     assert signed_in(approver).get(run_url(plain)).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("to", "live"),
+    [(RunStatus.WAITING_APPROVAL, True), (RunStatus.SUCCEEDED, False)],
+    ids=["sent-to-an-approver", "finished"],
+)
+def test_a_run_that_moves_while_its_page_is_read_shows_the_status_its_events_leave(
+    e17, monkeypatch, to, live
+):
+    """The page reads the run, then its events: a move the worker commits in between must not
+    leave the card's status behind the events it shows, since no later event would set it
+    right (a run waiting for an approver hears nothing until the decision)."""
+    run = run_create(e17, status="running")
+    real = views.run_get_for_viewer
+
+    def then_it_moves(**kwargs):
+        found = real(**kwargs)
+        with transaction.atomic():
+            run_move(lock_run(run.pk), to, outcome=None if live else RunOutcome.ANSWERED)
+        return found
+
+    monkeypatch.setattr(views, "run_get_for_viewer", then_it_moves)
+    html = signed_in(e17).get(run_url(run)).content.decode()
+
+    assert f'<span id="run-status"><span class="badge run-status-{to}"' in html
+    assert f'<span id="past-{run.pk}-status"><span class="badge run-status-{to}"' in html
+    assert ("ws-connect" in html) is live
+    last = run.events.order_by("-seq").first().seq
+    assert last == 2 and (f"after={last}&amp;" in html) is live

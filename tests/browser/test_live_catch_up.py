@@ -1,34 +1,22 @@
-"""The live screens after a restart of the web server, in real Chromium: what changed while it
-was down was poked to nobody, so each screen re-reads when its socket comes back, without a
-reload. (The run card resumes after its last event: test_assistant.py.)"""
+"""The live screens never stay behind, in real Chromium: after a restart of the web server (what
+changed while it was down was poked to nobody, so each screen re-reads when its socket comes
+back), and when a poke comes while the read of the one before is still under way. (The run card
+resumes after its last event: test_assistant.py.)"""
 
 from __future__ import annotations
 
 import pytest
 from django.db import connections
-from django.test import Client
 
+from agentops.runtime.direct import tool_call_governed
 from agentops.runtime.runs import run_start
+from bookings.models import Room
 from bookings.services import booking_reserve
-from config import devservers
-from tests.browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, uvicorn_start, uvicorn_stop
+from tests.browser.conftest import ARTIFACTS, CHROMIUM, signed_in
 from tests.conftest import slot
 from tests.workers import wait_for_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("rooms")]
-
-
-def signed_in(playwright, base_url: str, user):
-    browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-    context = browser.new_context(base_url=base_url, viewport={"width": 1200, "height": 900})
-    context.set_default_timeout(20_000)
-    # The server process hashes passwords its own way: sign in with a session instead.
-    client = Client()
-    client.force_login(user)
-    context.add_cookies(
-        [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": base_url}]
-    )
-    return browser, context
 
 
 def opened(context, path: str):
@@ -41,28 +29,28 @@ def opened(context, path: str):
     return page
 
 
-def test_the_inbox_and_its_count_catch_up_after_a_restart(worker, e17, approver, tmp_path):
+def test_the_inbox_and_its_count_catch_up_after_a_restart(
+    worker, e17, approver, restartable_server
+):
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is not installed")
     from playwright.sync_api import expect, sync_playwright
 
     start, _ = slot(days=6, hour=10)
-    port = devservers.free_port()
-    log = tmp_path / "uvicorn.log"
-    server = uvicorn_start(port, log)
+    server = restartable_server
     with sync_playwright() as playwright:
-        browser, context = signed_in(playwright, f"http://127.0.0.1:{port}", approver)
+        browser, context = signed_in(playwright, server.url, approver)
         try:
             page = opened(context, "/approvals/")
             expect(page.get_by_text("Nothing is waiting for a decision.")).to_be_visible()
             expect(page.locator("#approvals-count")).to_be_hidden()
 
-            uvicorn_stop(server)  # the sockets drop; the page keeps trying to reconnect
+            server.stop()  # the sockets drop; the page keeps trying to reconnect
             run = run_start(
                 user=e17, request_text=f"book R16 on {start:%Y-%m-%d} 10:00-11:00 for 4 people"
             )
             wait_for_run(run.pk, statuses=("waiting_approval",))  # its poke reached nobody
-            server = uvicorn_start(port, log)
+            server.start()
 
             expect(page.locator("article.approval")).to_have_count(1, timeout=30_000)
             expect(page.locator("#approvals-count")).to_have_text("1")
@@ -74,22 +62,17 @@ def test_the_inbox_and_its_count_catch_up_after_a_restart(worker, e17, approver,
             # The test's database work inside sync_playwright ran on this context's own
             # connection: give it back to the pool, or it is lost to the tests after this.
             connections.close_all()
-            uvicorn_stop(server)
 
 
-def test_the_day_view_and_my_bookings_catch_up_after_a_restart(
-    transactional_db, e17, e23, tmp_path
-):
+def test_the_day_view_and_my_bookings_catch_up_after_a_restart(e17, e23, restartable_server):
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} is not installed")
     from playwright.sync_api import expect, sync_playwright
 
     start, end = slot(days=1, hour=10)
-    port = devservers.free_port()
-    log = tmp_path / "uvicorn.log"
-    server = uvicorn_start(port, log)
+    server = restartable_server
     with sync_playwright() as playwright:
-        browser, context = signed_in(playwright, f"http://127.0.0.1:{port}", e17)
+        browser, context = signed_in(playwright, server.url, e17)
         try:
             day = opened(context, f"/day/?date={start.date().isoformat()}")
             busy = day.locator('tr[data-room="R9"] td.cell-busy')
@@ -97,7 +80,7 @@ def test_the_day_view_and_my_bookings_catch_up_after_a_restart(
             mine = opened(context, "/bookings/")
             expect(mine.locator("body")).to_have_attribute("data-bookings-live", "open")
 
-            uvicorn_stop(server)
+            server.stop()
             expect(mine.locator("body")).to_have_attribute("data-bookings-live", "closed")
             booking_reserve(
                 user=e23, room_code="R9", start_at=start, end_at=end, attendees=2,
@@ -107,7 +90,7 @@ def test_the_day_view_and_my_bookings_catch_up_after_a_restart(
                 user=e17, room_code="R3", start_at=start, end_at=end, attendees=2,
                 idempotency_key="mine-while-down", title="Planning",
             )  # fmt: skip
-            server = uvicorn_start(port, log)
+            server.start()
 
             expect(mine.get_by_text(own.booking.code)).to_be_visible(timeout=30_000)
             expect(busy).to_have_count(1, timeout=30_000)
@@ -118,4 +101,58 @@ def test_the_day_view_and_my_bookings_catch_up_after_a_restart(
         finally:
             browser.close()
             connections.close_all()
-            uvicorn_stop(server)
+
+
+def booked(user, room: str, start, end) -> str:
+    """A booking through the governed runtime (as over the API or MCP); its code."""
+    arguments = {
+        "room_id": room,
+        "start_at": start.isoformat(),
+        "end_at": end.isoformat(),
+        "attendees": 2,
+        "expected_version": Room.objects.get(code=room).schedule_version,
+    }
+    envelope = tool_call_governed(user=user, name="reserve_room", arguments=arguments)
+    assert envelope["ok"], envelope
+    return envelope["data"]["booking_id"]
+
+
+def test_a_poke_during_a_read_is_read_after_it(e17, restartable_server):
+    """My bookings re-reads on each poke. A poke that comes while the read of the one before is
+    still under way is read once that one is in: the page ends with both bookings."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is not installed")
+    from playwright.sync_api import expect, sync_playwright
+
+    start, end = slot(days=2, hour=10)
+    with sync_playwright() as playwright:
+        browser, context = signed_in(playwright, restartable_server.url, e17)
+        try:
+            mine = opened(context, "/bookings/")
+            expect(mine.locator("body")).to_have_attribute("data-bookings-live", "open")
+            held = []
+
+            def hold(route):  # the first re-read is answered now, delivered when the test says
+                if route.request.headers.get("hx-request") and not held:
+                    held.append((route, route.fetch()))
+                else:
+                    route.continue_()
+
+            mine.route("**/bookings/", hold)
+            first = booked(e17, "R3", start, end)  # a run's end pokes My bookings
+            for _ in range(100):
+                if held:
+                    break
+                mine.wait_for_timeout(100)
+            assert held, "the first poke's read never started"
+            second = booked(e17, "R7", start, end)
+            mine.wait_for_timeout(1500)  # its poke arrives while the first read is held
+            route, answer = held[0]
+            route.fulfill(response=answer)  # the first read: without the second booking
+
+            expect(mine.get_by_text(first)).to_be_visible()
+            expect(mine.get_by_text(second)).to_be_visible(timeout=10_000)
+            assert mine.evaluate("window.stillTheSamePage") is True
+        finally:
+            browser.close()
+            connections.close_all()
