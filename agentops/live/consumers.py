@@ -8,14 +8,15 @@ the handshake (config.asgi).
 On connect the consumer marks the run watched (a run nobody watches is not pushed), joins the
 run's group, then sends every event after the `after` sequence number the page already has (from
 the database), then whatever the group pushes, in order and without repeats. The group is only
-a fast path: a push that was dropped (the push thread's Redis check failed, the channel layer lost it) is
-read on reconnect, or by the open socket itself: it looks in the database for what it has not
-been sent, RESYNC_FIRST_S after it connected or last heard a push, then at doubling intervals up
-to RESYNC_MAX_S while nothing turns up (a card waiting for an approver would otherwise show a
-lost event only when the next one came, which may be half an hour later). Events go out as JSON, or with `format=html`
-as whatever ``fragment`` renders (the console's run card: out of band swaps for the htmx ws
-extension, in the page's `lang`). A frame from the page that is not small JSON text closes the
-socket (1003, 1007, 1009: config.websocket) and unmarks the run at once.
+a fast path. A push that was dropped (the push thread's Redis check failed, the channel layer
+lost it) is read on reconnect, or by the open socket itself: it looks in the database for what
+it has not sent, RESYNC_FIRST_S after it connected or last heard a push, then at doubling
+intervals up to RESYNC_MAX_S while nothing turns up (a card waiting for an approver would
+otherwise show a lost event only with the next one, which may be half an hour later). Events go
+out as JSON, or with `format=html` as whatever ``fragment`` renders (the console's run card: out
+of band swaps for the htmx ws extension, in the page's `lang`). A frame from the page that is
+not small JSON text closes the socket (1003, 1007, 1009: config.websocket) and unmarks the run
+at once.
 """
 
 from __future__ import annotations
