@@ -50,6 +50,7 @@ SELECTORS = {
     "RunOutcome",
     "RunStatus",
     "RunStory",
+    "TERMINAL_RUN_STATUSES",
     "ScopeIn",
     "UnclearWrite",
     "actions_needing_human",
