@@ -5,6 +5,7 @@ CI installs Debian's chromium; a machine without /usr/bin/chromium skips these t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -132,6 +133,24 @@ def signed_in(playwright, base_url: str, user, **context_options):
         [{"name": "sessionid", "value": client.cookies["sessionid"].value, "url": base_url}]
     )
     return browser, context
+
+
+@contextlib.contextmanager
+def browsing(base_url: str, user, **context_options) -> Iterator:
+    """A Chromium context signed in as ``user`` (skips the test without Chromium); on the way
+    out the browser closes and the database work the test did inside Playwright's loop gives
+    its connection back to the pool (or it is lost to the tests after this)."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} is not installed")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser, context = signed_in(playwright, base_url, user, **context_options)
+        try:
+            yield context
+        finally:
+            browser.close()
+            connections.close_all()
 
 
 class RestartableServer:

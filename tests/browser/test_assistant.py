@@ -5,14 +5,13 @@ websocket without a reload; a double click on the submit button makes one run.""
 from __future__ import annotations
 
 import pytest
-from django.db import connections
 
 from agentops.models import AgentRun
 from agentops.runtime.redis_client import get_redis
 from approvals.models import ApprovalRequest
 from approvals.services import approval_decide
 from bookings.models import Booking
-from tests.browser.conftest import ARTIFACTS, CHROMIUM, signed_in
+from tests.browser.conftest import ARTIFACTS, browsing
 from tests.conftest import slot
 from tests.workers import _wait_until_idle, wait_for_run, wait_until
 
@@ -21,80 +20,60 @@ pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("rooms")]
 REQUEST = "帮我订明天下午两点到三点的会议室，3 个人，要有投影"
 
 
-def chinese_page(playwright, base_url: str, user):
-    browser, context = signed_in(
-        playwright, base_url, user, locale="zh-CN", viewport={"width": 1200, "height": 1000}
-    )
-    return browser, context.new_page()
+CHINESE = {"locale": "zh-CN", "viewport": {"width": 1200, "height": 1000}}
 
 
 def test_e17_in_chinese_watches_the_card_fill_to_the_reply_without_a_reload(
     request, e17, asgi_server
 ):
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is not installed")
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     get_redis().flushdb()  # rate limits and queued tasks of earlier tests
-    with sync_playwright() as playwright:
-        browser, page = chinese_page(playwright, asgi_server, e17)
-        try:
-            page.goto("/assistant/")
-            expect(page.get_by_role("heading", name="助手", exact=True)).to_be_visible()
-            page.get_by_label("需要什么？").fill(REQUEST)
-            page.get_by_role("button", name="发送").click()
-            card = page.locator("#run-card")
-            # No worker runs yet: the card shows what was understood and waits on its socket.
-            expect(card.locator("[data-kind=run_started]")).to_contain_text("3 人")
-            page.wait_for_function("() => window.htmx !== undefined")
-            page.evaluate("window.stillTheSamePage = true")
-            page.wait_for_timeout(500)  # let the card's websocket connect
+    with browsing(asgi_server, e17, **CHINESE) as context:
+        page = context.new_page()
+        page.goto("/assistant/")
+        expect(page.get_by_role("heading", name="助手", exact=True)).to_be_visible()
+        page.get_by_label("需要什么？").fill(REQUEST)
+        page.get_by_role("button", name="发送").click()
+        card = page.locator("#run-card")
+        # No worker runs yet: the card shows what was understood and waits on its socket.
+        expect(card.locator("[data-kind=run_started]")).to_contain_text("3 人")
+        page.wait_for_function("() => window.htmx !== undefined")
+        page.evaluate("window.stillTheSamePage = true")
+        page.wait_for_timeout(500)  # let the card's websocket connect
 
-            request.getfixturevalue("celery_worker_thread")  # now the run goes on
-            run = wait_for_run(AgentRun.objects.get().pk)
-            assert run.status == "succeeded", run.reply
-            booking = Booking.objects.get(requester=e17)
-            expect(card.locator(f"[data-booking={booking.code}]").first).to_be_visible()
-            expect(card.locator("[data-reply]")).to_contain_text(booking.code)
-            expect(card.locator("[data-kind=gate]").first).to_contain_text("允许")
-            expect(card.locator("#run-status")).to_have_text("完成")
-            past = page.locator(f"#past-{run.pk}-status")
-            expect(past.locator("[data-status]")).to_have_text("完成")
-            # The list of past requests shows the reply too, without a reload.
-            expect(past.locator("[data-past-reply]")).to_contain_text(booking.code)
-            assert page.evaluate("window.stillTheSamePage") is True
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "assistant-zh-run-finished.png"), full_page=True)
-        finally:
-            browser.close()
-            # The test's database work inside sync_playwright ran on this context's own
-            # connection: give it back to the pool, or it is lost to the tests after this.
-            connections.close_all()
+        request.getfixturevalue("celery_worker_thread")  # now the run goes on
+        run = wait_for_run(AgentRun.objects.get().pk)
+        assert run.status == "succeeded", run.reply
+        booking = Booking.objects.get(requester=e17)
+        expect(card.locator(f"[data-booking={booking.code}]").first).to_be_visible()
+        expect(card.locator("[data-reply]")).to_contain_text(booking.code)
+        expect(card.locator("[data-kind=gate]").first).to_contain_text("允许")
+        expect(card.locator("#run-status")).to_have_text("完成")
+        past = page.locator(f"#past-{run.pk}-status")
+        expect(past.locator("[data-status]")).to_have_text("完成")
+        # The list of past requests shows the reply too, without a reload.
+        expect(past.locator("[data-past-reply]")).to_contain_text(booking.code)
+        assert page.evaluate("window.stillTheSamePage") is True
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "assistant-zh-run-finished.png"), full_page=True)
     _wait_until_idle()
 
 
 def test_a_double_click_on_submit_makes_one_run(e17, asgi_server):
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is not installed")
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     get_redis().flushdb()
-    with sync_playwright() as playwright:
-        browser, page = chinese_page(playwright, asgi_server, e17)
-        try:
-            page.goto("/assistant/")
-            page.get_by_label("需要什么？").fill(REQUEST)
-            page.get_by_role("button", name="发送").dblclick()
-            expect(page.locator("#run-card")).to_be_visible()
-            run = AgentRun.objects.get()  # exactly one
-            assert page.url.endswith(f"/assistant/runs/{run.pk}/")
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "assistant-double-submit.png"), full_page=True)
-        finally:
-            browser.close()
-            # The test's database work inside sync_playwright ran on this context's own
-            # connection: give it back to the pool, or it is lost to the tests after this.
-            connections.close_all()
+    with browsing(asgi_server, e17, **CHINESE) as context:
+        page = context.new_page()
+        page.goto("/assistant/")
+        page.get_by_label("需要什么？").fill(REQUEST)
+        page.get_by_role("button", name="发送").dblclick()
+        expect(page.locator("#run-card")).to_be_visible()
+        run = AgentRun.objects.get()  # exactly one
+        assert page.url.endswith(f"/assistant/runs/{run.pk}/")
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "assistant-double-submit.png"), full_page=True)
     assert AgentRun.objects.count() == 1
     get_redis().flushdb()  # its first step was never picked up: nothing left for later tests
 
@@ -106,52 +85,44 @@ def test_a_card_that_lost_its_socket_resumes_after_its_last_event(
     approver approves and the run finishes while nobody listens; when the server is back, the
     page reconnects after the last event it shows and gets each missed event once, in order (a
     reconnect from the first URL's `after` would repeat the events that came live)."""
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is not installed")
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     start, _ = slot(days=3, hour=10)
     server = restartable_server
-    with sync_playwright() as playwright:
-        browser, page = chinese_page(playwright, server.url, e17)
-        try:
-            page.goto("/assistant/")
-            page.get_by_label("需要什么？").fill(
-                f"book R16 on {start:%Y-%m-%d} 10:00-11:00 for 4 people"
-            )
-            page.get_by_role("button", name="发送").click()
-            page.evaluate("window.stillTheSamePage = true")
-            # The worker's part first, then the page's: a failure says which was late.
-            run_id = wait_until(
-                lambda: AgentRun.objects.values_list("pk", flat=True).first(), message="the run"
-            )
-            wait_for_run(run_id, statuses=("waiting_approval",))
-            expect(page.locator("#run-status")).to_have_text(
-                "等待审批人", timeout=20_000
-            )  # came live (a lost push, by the socket's own look in the database)
-            live = int(page.locator("#run-seq").get_attribute("data-last-seq"))
-            assert live > 1
+    with browsing(server.url, e17, **CHINESE) as context:
+        page = context.new_page()
+        page.goto("/assistant/")
+        page.get_by_label("需要什么？").fill(
+            f"book R16 on {start:%Y-%m-%d} 10:00-11:00 for 4 people"
+        )
+        page.get_by_role("button", name="发送").click()
+        page.evaluate("window.stillTheSamePage = true")
+        # The worker's part first, then the page's: a failure says which was late.
+        run_id = wait_until(
+            lambda: AgentRun.objects.values_list("pk", flat=True).first(), message="the run"
+        )
+        wait_for_run(run_id, statuses=("waiting_approval",))
+        expect(page.locator("#run-status")).to_have_text(
+            "等待审批人", timeout=20_000
+        )  # came live, or with the page when the run got there first
+        live = int(page.locator("#run-seq").get_attribute("data-last-seq"))
+        assert live > 1
 
-            server.stop()  # the socket drops; the extension keeps trying to reconnect
-            pending = ApprovalRequest.objects.get(status="pending")
-            decided = approval_decide(
-                request_id=pending.pk, approver=approver, approve=True, reason="ok"
-            )
-            assert decided.ok
-            run = wait_for_run(AgentRun.objects.get().pk)
-            assert run.status == "succeeded", run.reply
-            server.start()
+        server.stop()  # the socket drops; the extension keeps trying to reconnect
+        pending = ApprovalRequest.objects.get(status="pending")
+        decided = approval_decide(
+            request_id=pending.pk, approver=approver, approve=True, reason="ok"
+        )
+        assert decided.ok
+        run = wait_for_run(AgentRun.objects.get().pk)
+        assert run.status == "succeeded", run.reply
+        server.start()
 
-            expect(page.locator("#run-card [data-reply]")).to_be_visible(timeout=60_000)
-            shown = page.locator("#run-events > li").evaluate_all(
-                "items => items.map(i => Number(i.dataset.seq))"
-            )
-            assert shown == list(range(1, run.events.count() + 1))  # each once, in order
-            assert page.evaluate("window.stillTheSamePage") is True
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "assistant-reconnected.png"), full_page=True)
-        finally:
-            browser.close()
-            # The test's database work inside sync_playwright ran on this context's own
-            # connection: give it back to the pool, or it is lost to the tests after this.
-            connections.close_all()
+        expect(page.locator("#run-card [data-reply]")).to_be_visible(timeout=60_000)
+        shown = page.locator("#run-events > li").evaluate_all(
+            "items => items.map(i => Number(i.dataset.seq))"
+        )
+        assert shown == list(range(1, run.events.count() + 1))  # each once, in order
+        assert page.evaluate("window.stillTheSamePage") is True
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "assistant-reconnected.png"), full_page=True)

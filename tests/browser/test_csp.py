@@ -10,8 +10,8 @@ from django.db import connections
 
 from agentops.models import AgentRun
 from agentops.runtime.redis_client import get_redis
-from tests.browser.conftest import CHROMIUM
-from tests.browser.test_assistant import REQUEST, chinese_page
+from tests.browser.conftest import CHROMIUM, signed_in
+from tests.browser.test_assistant import CHINESE, REQUEST
 from tests.workers import wait_for_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("rooms")]
@@ -27,7 +27,9 @@ def test_htmx_and_the_sockets_work_under_the_policy(request, e17, approver, asgi
     get_redis().flushdb()
     complaints: list[str] = []
     with sync_playwright() as playwright:
-        browser, page = chinese_page(playwright, asgi_server, e17)
+        browser, context = signed_in(playwright, asgi_server, e17, **CHINESE)
+        page = context.new_page()
+        browsers = [browser]
         page.on(
             "console",
             lambda m: complaints.append(m.text) if m.type in ("error", "warning") else None,
@@ -48,13 +50,16 @@ def test_htmx_and_the_sockets_work_under_the_policy(request, e17, approver, asgi
             page.locator("select[name=floor]").select_option(index=1)  # an htmx swap
             expect(page.locator("#grid")).to_be_visible()
 
-            _, inbox = chinese_page(playwright, asgi_server, approver)
+            browser, context = signed_in(playwright, asgi_server, approver, **CHINESE)
+            browsers.append(browser)
+            inbox = context.new_page()
             inbox.on("console", lambda m: complaints.append(m.text) if m.type == "error" else None)
             inbox.goto("/approvals/")
             inbox.wait_for_function("() => window.htmx !== undefined")
             inbox.wait_for_timeout(500)  # its nonced script opens the inbox socket
         finally:
-            browser.close()
+            for browser in browsers:
+                browser.close()
             connections.close_all()
 
     violations = [c for c in complaints if any(w in c for w in VIOLATION_WORDS)]
