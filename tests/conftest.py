@@ -86,6 +86,20 @@ def admin_user(db):
     return user_create("admin", department=ENG, roles=[EMPLOYEES, ADMINS], is_superuser=True)
 
 
+def reserve_room_arguments(room: str, start: datetime, end: datetime, attendees: int) -> dict:
+    """reserve_room's arguments, as its schema has them, for ``room`` at its schedule version
+    now."""
+    from bookings.models import Room
+
+    return {
+        "room_id": room,
+        "start_at": start.isoformat(),
+        "end_at": end.isoformat(),
+        "attendees": attendees,
+        "expected_version": Room.objects.get(code=room).schedule_version,
+    }
+
+
 def slot(
     days: int = 2, hour: int = 14, hours: int = 1, minute: int = 0
 ) -> tuple[datetime, datetime]:

@@ -13,11 +13,11 @@ from agentops import tasks
 from agentops.models import Action
 from agentops.services import tool_call_governed
 from approvals.models import ApprovalRecord, ApprovalRequest
-from bookings.models import Booking, Room
+from bookings.models import Booking
 from bookings.services import booking_reserve
 from config.celery import app
 from tests.accounts.factories import EMPLOYEES, PASSWORD, user_create
-from tests.conftest import slot
+from tests.conftest import reserve_room_arguments, slot
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("rooms")]
 
@@ -52,13 +52,7 @@ def ask(user, room: str, start, end) -> ApprovalRequest:
     envelope = tool_call_governed(
         user=user,
         name="reserve_room",
-        arguments={
-            "room_id": room,
-            "start_at": start.isoformat(),
-            "end_at": end.isoformat(),
-            "attendees": 3,
-            "expected_version": Room.objects.get(code=room).schedule_version,
-        },
+        arguments=reserve_room_arguments(room, start, end, attendees=3),
         channel="web",
     )
     assert envelope["code"] == "approval_pending", envelope

@@ -9,10 +9,9 @@ import pytest
 
 from agentops.runtime.direct import tool_call_governed
 from agentops.runtime.runs import run_start
-from bookings.models import Room
 from bookings.services import booking_reserve
 from tests.browser.conftest import ARTIFACTS, browsing
-from tests.conftest import slot
+from tests.conftest import reserve_room_arguments, slot
 from tests.workers import wait_for_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("rooms")]
@@ -88,13 +87,7 @@ def test_the_day_view_and_my_bookings_catch_up_after_a_restart(e17, e23, restart
 
 def booked(user, room: str, start, end) -> str:
     """A booking through the governed runtime (as over the API or MCP); its code."""
-    arguments = {
-        "room_id": room,
-        "start_at": start.isoformat(),
-        "end_at": end.isoformat(),
-        "attendees": 2,
-        "expected_version": Room.objects.get(code=room).schedule_version,
-    }
+    arguments = reserve_room_arguments(room, start, end, attendees=2)
     envelope = tool_call_governed(user=user, name="reserve_room", arguments=arguments)
     assert envelope["ok"], envelope
     return envelope["data"]["booking_id"]
