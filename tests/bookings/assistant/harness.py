@@ -53,6 +53,16 @@ def resolve_day(spec: str, today: date) -> date:
     return today + timedelta(days=ahead)
 
 
+def asked_at(case: dict[str, Any], *, live: bool = False) -> datetime:
+    """When the case's request is asked: now, or, for a case whose words depend on the weekday
+    ("this week"), 09:00 on the day its ``clock`` names ("coming:wed"), so it reads the same on
+    every day of the week. Real runs read the real clock: such a case is not run live."""
+    now = datetime.now(SHANGHAI)
+    if "clock" not in case or live:
+        return now
+    return at(resolve_day(case["clock"], now.date()), "09:00")
+
+
 def at(day: date, hhmm: str) -> datetime:
     hour, minute = map(int, hhmm.split(":"))
     return datetime(day.year, day.month, day.day, hour, minute, tzinfo=SHANGHAI)
@@ -271,7 +281,7 @@ def run_case(case: dict[str, Any], asker, other, *, live: bool = False) -> Verdi
     from bookings.models import Booking, BookingStatus
     from tests.bookings.factories import booking_create
 
-    now = datetime.now(SHANGHAI)
+    now = asked_at(case, live=live)
     today = now.date()
     codes: dict[str, str] = {}
     for spec in case.get("setup", []):
