@@ -20,7 +20,8 @@ from django.utils.translation import gettext_noop
 from accounts.models import AuditAction, User
 from accounts.services import audit_record
 from bookings.errors import BookingError
-from bookings.models import Booking, BookingSeries, BookingStatus, Room
+from bookings.locks import bookings_lock, cancel_stamp
+from bookings.models import Booking, BookingSeries, BookingStatus
 from bookings.notices import Notice, notify
 
 RELEASE_BATCH = 200
@@ -142,21 +143,29 @@ def bookings_release_no_shows(*, now: datetime | None = None) -> Released:
 
 @transaction.atomic
 def _release_one(pk: int, *, now: datetime) -> tuple[list[str], int | None] | None:
-    """Lock the room, then the booking (every schedule writer's order); re-check; release."""
-    room_id = Booking.objects.filter(pk=pk).values_list("room_id", flat=True).first()
-    if room_id is None:  # the booking is gone (never: bookings are not deleted)
+    """Lock the rooms, then the bookings (every schedule writer's order, bookings.locks);
+    re-check; release. A meeting of the series moved to another room is released there."""
+    found = Booking.objects.filter(pk=pk).values_list("series_id", "during").first()
+    if found is None:  # never: bookings are not deleted
         return None
-    room = Room.objects.select_for_update().get(pk=room_id)
-    booking = Booking.objects.select_for_update().select_related("requester").get(pk=pk)
+    # The series' later meetings too, in one lock order: releasing the series may take them.
+    later = (
+        Booking.objects.filter(
+            series_id=found[0],
+            status=BookingStatus.CONFIRMED,
+            during__startswith__gt=found[1].lower,
+        ).values_list("pk", flat=True)
+        if found[0] is not None
+        else []
+    )
+    _, locked = bookings_lock(pks=[pk, *later])
+    booking = locked.pop(pk)
     if (
         booking.status != BookingStatus.CONFIRMED
         or booking.checked_in_at is not None
         or booking.start_at + _grace() > now
     ):
         return None  # checked in or cancelled meanwhile
-    booking.room = room
-    room.schedule_version += 1
-    room.save(update_fields=["schedule_version"])
     released = [booking]
     series_id = None
     if booking.series_id is not None:
@@ -170,17 +179,16 @@ def _release_one(pk: int, *, now: datetime) -> tuple[list[str], int | None] | No
             series.released_at = now
             fields.append("released_at")
             series_id = series.pk
-            released += list(
-                series.bookings.select_for_update()
-                .filter(status=BookingStatus.CONFIRMED, during__startswith__gt=booking.start_at)
-                .order_by("during")
+            released += sorted(
+                (b for b in locked.values() if b.status == BookingStatus.CONFIRMED),
+                key=lambda b: b.start_at,
             )
         series.save(update_fields=fields)
+    cancel_stamp(released)
     for item in released:
         item.status = BookingStatus.CANCELLED
         item.cancelled_at = now
         item.released_at = now
-        item.cancelled_version = room.schedule_version
         item.sequence += 1
     Booking.objects.bulk_update(
         released, ["status", "cancelled_at", "released_at", "cancelled_version", "sequence"]
@@ -198,6 +206,6 @@ def _release_one(pk: int, *, now: datetime) -> tuple[list[str], int | None] | No
         },
     )
     start = timezone.localtime(booking.start_at)
-    what = f"{room.code} {date_format(start, 'SHORT_DATETIME_FORMAT')} ({booking.code})"
+    what = f"{booking.room.code} {date_format(start, 'SHORT_DATETIME_FORMAT')} ({booking.code})"
     notify(user=owner, notice=Notice.RELEASED, what=what)
     return [b.code for b in released], series_id

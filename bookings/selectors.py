@@ -233,6 +233,44 @@ def room_recheck(
     return RoomRecheck(code, bookable, capacity, version, taken, bool(moved))
 
 
+# The one rule for "is this window still as it was" (DESIGN.md, "A window is the unit of
+# truth"): a window's version is the newest schedule version written by a booking of that room
+# that overlaps it (made there, or cancelled there), 0 for a window nobody ever touched. A
+# reservation that read the room at version V is fresh while its window's version is <= V
+# (booking_reserve's statement, booking_change, the inbox's recheck), and an approval binds the
+# window's version, not the room's: a booking on another day of the same room changes neither.
+# One index probe per window (the exclusion constraint's GiST index on room and time).
+WINDOW_VERSION_SQL = """
+SELECT r.id,
+       COALESCE((SELECT max(GREATEST(b.created_version, COALESCE(b.cancelled_version, 0)))
+                   FROM unnest(%(starts)s::timestamptz[], %(ends)s::timestamptz[]) w(s, e)
+                   JOIN bookings_booking b
+                     ON b.room_id = r.id AND b.during && tstzrange(w.s, w.e, '[)')
+                  WHERE b.code <> %(exclude)s), 0)
+  FROM bookings_room r
+ WHERE r.code = %(code)s
+"""
+
+
+def room_window_version(
+    *, code: str, windows: Sequence[tuple[datetime, datetime]], exclude: str = ""
+) -> int | None:
+    """The version of the room's schedule in these windows (WINDOW_VERSION_SQL); the booking
+    ``exclude`` (one being changed) does not count. None: no such room."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            WINDOW_VERSION_SQL,
+            {
+                "code": code,
+                "starts": [w[0] for w in windows],
+                "ends": [w[1] for w in windows],
+                "exclude": exclude,
+            },
+        )
+        row = cursor.fetchone()
+    return row[1] if row is not None else None
+
+
 def room_get(*, code: str, user: User | None = None) -> Room | None:
     """The room of this code on ``user``'s side of the sandbox line (None: no such room)."""
     return Room.objects.filter(code=code, sandbox=_in_sandbox(user)).first()

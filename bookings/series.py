@@ -22,6 +22,7 @@ from accounts.models import User
 from agentops.contract import governed_call
 from bookings import rules, selectors
 from bookings.errors import BookingError
+from bookings.locks import bookings_lock, cancel_stamp
 from bookings.models import Booking, BookingSeries, BookingStatus, Room, SeriesCancellation
 from bookings.recurrence import Occurrence, occurrences
 
@@ -332,7 +333,6 @@ def series_cancel(
                 gettext_noop("Use a new key for a new request."),
             )
         return SeriesCancelled(series=series, cancelled=list(done.cancelled), replayed=True)
-    room = Room.objects.select_for_update().get(pk=series.room_id)
     from_start = now
     if from_booking is not None:
         anchor = series.bookings.filter(code=from_booking).first()
@@ -344,20 +344,27 @@ def series_cancel(
                 params={"code": from_booking},
             )
         from_start = anchor.start_at
-    targets = list(
-        series.bookings.select_for_update()
-        .filter(status=BookingStatus.CONFIRMED, during__startswith__gte=from_start)
-        .order_by("during")
+    # Each meeting in the room it is in now (one may have been moved to another room), each
+    # room's version moved once, each meeting stamped with its own room's (bookings.locks).
+    _, locked = bookings_lock(
+        pks=series.bookings.filter(
+            status=BookingStatus.CONFIRMED, during__startswith__gte=from_start
+        ).values_list("pk", flat=True)
     )
-    targets = [b for b in targets if b.end_at > now]  # a meeting that is over stays as it was
-    if targets:
-        room.schedule_version += 1
-        room.save(update_fields=["schedule_version"])
+    targets = sorted(
+        (
+            b
+            for b in locked.values()
+            # re-read under the lock; a meeting that is over stays as it was
+            if b.status == BookingStatus.CONFIRMED and b.start_at >= from_start and b.end_at > now
+        ),
+        key=lambda b: b.start_at,
+    )
+    cancel_stamp(targets)
     for booking in targets:
         booking.status = BookingStatus.CANCELLED
         booking.cancelled_at = now
         booking.cancelled_by = user
-        booking.cancelled_version = room.schedule_version
         booking.cancel_key = f"{idempotency_key}#{booking.code}"
         booking.sequence += 1
     Booking.objects.bulk_update(

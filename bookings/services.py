@@ -10,7 +10,6 @@ from typing import Any, cast
 
 from django.db import IntegrityError, connection, transaction
 from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
-from django.db.models import Q
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
@@ -20,8 +19,9 @@ from agentops.contract import governed_call
 from bookings import rules
 from bookings.errors import BookingError
 from bookings.live import schedule_changed
+from bookings.locks import bookings_lock, cancel_stamp
 from bookings.models import Booking, BookingChange, BookingStatus, Room
-from bookings.selectors import booking_list_overlapping
+from bookings.selectors import booking_list_overlapping, room_window_version
 
 # One statement does the whole reservation and says why when it does not:
 # - `facts` locks the room row (FOR UPDATE) and reads what the rules need, including whether
@@ -343,7 +343,7 @@ def booking_cancel(*, user: User, booking_code: str, idempotency_key: str = "") 
             cursor.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [idempotency_key]
             )
-    found = Booking.objects.filter(code=booking_code).values_list("room_id", "requester_id").first()
+    found = Booking.objects.filter(code=booking_code).values_list("pk", "requester_id").first()
     if found is None or (found[1] != user.pk and Role.ADMIN not in user_roles(user=user)):
         raise BookingError(
             "not_found",
@@ -351,9 +351,9 @@ def booking_cancel(*, user: User, booking_code: str, idempotency_key: str = "") 
             gettext_noop("There is no booking %(code)s."),
             params={"code": booking_code},
         )
-    room = Room.objects.select_for_update().get(pk=found[0])
-    booking = Booking.objects.select_for_update().get(code=booking_code)
-    booking.room = room
+    _, locked = bookings_lock(pks=[found[0]])
+    booking = locked[found[0]]
+    room = booking.room
     if idempotency_key and (
         Booking.objects.filter(cancel_key=idempotency_key).exclude(pk=booking.pk).exists()
     ):
@@ -365,12 +365,10 @@ def booking_cancel(*, user: User, booking_code: str, idempotency_key: str = "") 
         )
     if booking.status == BookingStatus.CANCELLED:
         return booking
-    room.schedule_version += 1
-    room.save(update_fields=["schedule_version"])
+    cancel_stamp([booking])
     booking.status = BookingStatus.CANCELLED
     booking.cancelled_at = timezone.now()
     booking.cancelled_by = user
-    booking.cancelled_version = room.schedule_version
     booking.cancel_key = idempotency_key
     booking.sequence += 1  # calendars see the cancellation as a newer version of the event
     booking.save(
@@ -504,7 +502,7 @@ def booking_change(
         cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", [idempotency_key])
     found = (
         Booking.objects.filter(code=booking_code)
-        .values_list("room_id", "requester_id", "room__sandbox")
+        .values_list("room_id", "requester_id", "room__sandbox", "pk")
         .first()
     )
     if found is None or (found[1] != user.pk and Role.ADMIN not in user_roles(user=user)):
@@ -538,12 +536,11 @@ def booking_change(
             gettext_noop("Use a room code returned by the availability search."),
             params={"room": room_code},
         )
-    locked = {
-        r.pk: r
-        for r in Room.objects.select_for_update().filter(pk__in={found[0], target}).order_by("pk")
-    }
-    booking = Booking.objects.select_for_update().get(code=booking_code)
-    old_room, new_room = locked[booking.room_id], locked[target]
+    # The rooms the booking is in now and the target, then the booking: a change that moved
+    # it while this waited is seen here, not by a read from before the lock.
+    locked, bookings = bookings_lock(pks=[found[3]], rooms=[target])
+    booking = bookings[found[3]]
+    old_room, new_room = booking.room, locked[target]
     if booking.status != BookingStatus.CONFIRMED:
         raise BookingError(
             "conflict",
@@ -559,6 +556,8 @@ def booking_change(
     rules.check_window(start, end, now=timezone.now())
     rules.check_attendees(people)
     moved = new_room.pk != old_room.pk or (start, end) != (booking.start_at, booking.end_at)
+    # Before "nothing to change": a change that lost a race to another change is told so.
+    _check_fresh(new_room, start=start, end=end, expected=expected_version)
     if not moved and (people, new_title) == (booking.attendees, booking.title):
         raise BookingError(
             "invalid_input",
@@ -567,7 +566,7 @@ def booking_change(
             gettext_noop("Change the room, the time, the people or the title."),
             params={"code": booking_code},
         )
-    _check_change(booking, new_room, start=start, end=end, people=people, expected=expected_version)
+    _check_change(booking, new_room, start=start, end=end, people=people)
     receipt = BookingChange(
         booking=booking,
         idempotency_key=idempotency_key,
@@ -621,7 +620,6 @@ def _check_change(
     start: datetime,
     end: datetime,
     people: int,
-    expected: int | None,
 ) -> None:
     """The reservation rules for the new room and window, the booking itself left out."""
     if not room.bookable:
@@ -642,12 +640,20 @@ def _check_change(
         )
     window = DateTimeTZRange(start, end, "[)")
     others = Booking.objects.filter(room=room, during__overlap=window).exclude(pk=booking.pk)
-    if expected is not None and (
-        expected > room.schedule_version
-        or others.filter(
-            Q(created_version__gt=expected) | Q(cancelled_version__gt=expected)
-        ).exists()
-    ):
+    if others.filter(status=BookingStatus.CONFIRMED).exists():
+        raise _slot_taken(room.code)
+
+
+def _check_fresh(room: Room, *, start: datetime, end: datetime, expected: int | None) -> None:
+    """A change read the target room at ``expected``: stale (conflict) when the window's
+    version is newer (selectors.room_window_version). The window's version counts the booking
+    itself: a change of it that committed after the version this change read (another change
+    moved it here) makes this one stale, so of concurrent changes read at one version exactly
+    one wins."""
+    if expected is None:
+        return
+    window_version = cast(int, room_window_version(code=room.code, windows=[(start, end)]))
+    if expected > room.schedule_version or window_version > expected:
         raise BookingError(
             "conflict",
             "stale_version",
@@ -658,8 +664,6 @@ def _check_change(
             gettext_noop("Search availability again before reserving."),
             params={"room": room.code, "expected": expected, "version": room.schedule_version},
         )
-    if others.filter(status=BookingStatus.CONFIRMED).exists():
-        raise _slot_taken(room.code)
 
 
 def _slot_taken(room_code: str) -> BookingError:

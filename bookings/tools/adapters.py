@@ -151,7 +151,9 @@ def starts_at(args: _Starts) -> datetime:
 
 
 def reserve_environment_version(args: ReserveRoomInput) -> int | None:
-    return selectors.room_schedule_version(code=args.room_id)
+    """The version of the window the reservation acts on (selectors.room_window_version): an
+    approval of it outlives bookings on other days of the room."""
+    return selectors.room_window_version(code=args.room_id, windows=[(args.start_at, args.end_at)])
 
 
 # The booking policy's rules, each with its reason; the runtime records its policy version.
@@ -244,9 +246,20 @@ def change_verify(receipt: dict[str, Any], ctx: CallContext) -> Verification:
 
 
 def change_environment_version(args: ChangeBookingInput) -> int | None:
-    """The target room's schedule version (the booking's own room when it stays)."""
-    code = args.room_id or selectors.booking_room_code(code=args.booking_id)
-    return selectors.room_schedule_version(code=code) if code else None
+    """The version of the window the booking moves into, in the target room (its own room when
+    it stays), the booking itself counted as booking_change counts it
+    (selectors.room_window_version)."""
+    booking = (
+        Booking.objects.filter(code=args.booking_id)
+        .select_related("room")
+        .only("room__code", "during")
+        .first()
+    )
+    if booking is None:
+        return None
+    code = args.room_id or booking.room.code
+    window = (args.start_at or booking.during.lower, args.end_at or booking.during.upper)
+    return selectors.room_window_version(code=code, windows=[window])
 
 
 def change_risk(ctx: CallContext, args: ChangeBookingInput) -> Risk:

@@ -177,7 +177,15 @@ def _occurrence_list(args: ReserveSeriesInput) -> str:
 
 
 def reserve_series_environment_version(args: ReserveSeriesInput) -> int | None:
-    return selectors.room_schedule_version(code=args.room_id)
+    """The newest version of the series' windows in its room (selectors.room_window_version)."""
+    try:
+        found = occurrences(
+            rule=args.rrule, first_start=args.start_at, duration=args.end_at - args.start_at
+        )
+    except BookingError:
+        return selectors.room_schedule_version(code=args.room_id)
+    windows = [(o.start_at, o.end_at) for o in found]
+    return selectors.room_window_version(code=args.room_id, windows=windows)
 
 
 def reserve_series_summarize(receipt: dict[str, Any], language: str) -> str:

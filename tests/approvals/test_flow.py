@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test import Client
 from django.utils import timezone
 
@@ -16,9 +16,11 @@ from agentops.models import Action
 from agentops.runtime import sweeper
 from agentops.runtime.runs import run_cancel, run_start
 from approvals.models import ApprovalAudit, ApprovalRecord, ApprovalRequest, NonceUse
+from approvals.selectors import approval_card
 from approvals.services import approval_decide
 from bookings.models import Booking, Room
-from bookings.services import booking_reserve
+from bookings.selectors import room_window_version
+from bookings.services import booking_cancel, booking_reserve
 from tests.conftest import slot
 from tests.workers import wait_for_run, wait_until
 
@@ -29,7 +31,21 @@ REQUEST = f"book R16 on {START:%Y-%m-%d} 14:00-15:00 for 3 people"
 
 
 def change_r16(user) -> None:
-    """Another slot of R16 is booked: the room's schedule version moves on."""
+    """The window the request acts on changes (another person books it and cancels again): it
+    is free, but no longer as it was when the approval was asked."""
+    booking = booking_reserve(
+        user=user,
+        room_code="R16",
+        start_at=START,
+        end_at=END,
+        attendees=2,
+        idempotency_key="other",
+    ).booking
+    booking_cancel(user=user, booking_code=booking.code)
+
+
+def book_r16_another_day(user) -> None:
+    """Another day of R16 is booked: the room's schedule version moves on, this window's not."""
     other_start, other_end = slot(days=4, hour=9)
     booking_reserve(
         user=user,
@@ -37,7 +53,7 @@ def change_r16(user) -> None:
         start_at=other_start,
         end_at=other_end,
         attendees=2,
-        idempotency_key="other",
+        idempotency_key="other-day",
     )
 
 
@@ -81,7 +97,11 @@ def test_the_request_shows_the_exact_intent_and_binding(worker, e17):
     )
     assert request.binding["action"] == str(action.pk)
     assert request.binding["idempotency_key"] == action.idempotency_key
-    assert request.binding["environment_version"] == Room.objects.get(code="R16").schedule_version
+    # The version of the window it acts on, not of the whole room (DESIGN.md: a window is the
+    # unit of truth).
+    assert request.binding["environment_version"] == room_window_version(
+        code="R16", windows=[(START, END)]
+    )
     assert request.binding["policy_facts"] == {
         "room": "R16",
         "facts": {
@@ -152,8 +172,13 @@ def test_an_approval_whose_binding_drifted_is_refused_and_books_nothing(worker, 
     """Seed 002: a binding that no longer matches the state (here another booking moved the
     room's schedule on) is refused like any invalid approval: the action does not run."""
     run, request = waiting_run(e17)
-    change_r16(e23)
-    assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
+    # The window changes after the decision, before the run goes on (the worker is told on
+    # commit): the inbox's re-check let it through, the binding at execution does not.
+    with transaction.atomic():
+        assert approval_decide(
+            request_id=request.pk, approver=approver, approve=True, reason="ok"
+        ).ok
+        change_r16(e23)
 
     action = wait_until(
         lambda: Action.objects.filter(pk=request.action_ref, status="rejected").first(),
@@ -162,12 +187,52 @@ def test_an_approval_whose_binding_drifted_is_refused_and_books_nothing(worker, 
     assert action.result["code"] == "approval_drifted"
     assert "environment_version" in action.result["message"]
     assert not run.events.filter(kind="approval_frozen").exists()
-    assert list(Booking.objects.values_list("requester__username", flat=True)) == ["e23"]
+    assert not Booking.objects.filter(status="confirmed").exists()
     assert ApprovalAudit.objects.filter(request=request, event="not_valid").exists()
     assert not NonceUse.objects.exists()  # the approval was never used
     assert ApprovalRecord.objects.filter(request=request).exists()  # kept as evidence
     request.refresh_from_db()
     assert request.status == "approved"  # the decision stands; its action was refused
+
+
+def test_a_booking_on_another_day_of_the_room_does_not_invalidate_an_approval(
+    worker, e17, e23, approver
+):
+    """The binding holds the window's state, not the room's: R16 booked on another day after
+    the request was made, the approval still books."""
+    run, request = waiting_run(e17)
+    book_r16_another_day(e23)
+    assert approval_card(request=request).problems == []  # "it can still be done as requested"
+    assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
+    run = wait_for_run(run.pk)
+    assert run.status == "succeeded", (run.outcome, run.reply)
+    assert Booking.objects.filter(requester=e17, room__code="R16", status="confirmed").count() == 1
+
+
+@pytest.mark.parametrize("order", ["first_asked_first", "last_asked_first"])
+def test_two_approvals_of_one_room_on_different_days_both_book(worker, e17, e23, approver, order):
+    """Two employees ask for R16 on different days; approved in either order, both book."""
+    first, first_request = waiting_run(e17)
+    other_start, _ = slot(days=5, hour=10)
+    second = wait_for_run(
+        run_start(
+            user=e23, request_text=f"book R16 on {other_start:%Y-%m-%d} 10:00-11:00 for 3 people"
+        ).pk,
+        statuses=("waiting_approval", "failed"),
+    )
+    assert second.status == "waiting_approval", (second.outcome, second.reply)
+    second_request = ApprovalRequest.objects.get(run_ref=str(second.pk))
+    pair = [(first, first_request), (second, second_request)]
+    if order == "last_asked_first":
+        pair.reverse()
+    for run, request in pair:
+        assert approval_decide(
+            request_id=request.pk, approver=approver, approve=True, reason="ok"
+        ).ok
+        run = wait_for_run(run.pk)
+        assert run.status == "succeeded", (run.outcome, run.reply)
+    booked = Booking.objects.filter(room__code="R16", status="confirmed")
+    assert sorted(booked.values_list("requester__username", flat=True)) == ["e17", "e23"]
 
 
 def test_an_approval_that_expired_before_it_ran_freezes_until_a_fresh_approval(
@@ -406,9 +471,12 @@ def test_a_frozen_action_nobody_refreshes_expires_and_ends_the_run(
     worker, e17, e23, approver, settings
 ):
     run, request = waiting_run(e17)
-    change_r16(e23)
     settings.APPROVAL_VALID_MINUTES = 0  # the approval expires before it runs: frozen
-    assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
+    with transaction.atomic():  # and its window changes before the run goes on
+        assert approval_decide(
+            request_id=request.pk, approver=approver, approve=True, reason="ok"
+        ).ok
+        change_r16(e23)
     wait_until(
         lambda: ApprovalRequest.objects.get(pk=request.pk).status == "stale", message="stale"
     )
@@ -418,4 +486,4 @@ def test_a_frozen_action_nobody_refreshes_expires_and_ends_the_run(
     assert sweeper.sweep()["expired_approvals"] == 1
     run = wait_for_run(run.pk)
     assert (run.status, run.outcome) == ("failed", "approval_expired")
-    assert list(Booking.objects.values_list("requester__username", flat=True)) == ["e23"]
+    assert not Booking.objects.filter(status="confirmed").exists()

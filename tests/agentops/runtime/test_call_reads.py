@@ -24,6 +24,7 @@ from tests.conftest import slot
 
 # As the capture shows it: the parameters filled in.
 ROOM_STATE = " ".join(selectors.ROOM_STATE_SQL.split()).split(" WHERE ")[0]
+WINDOW_VERSION = " ".join(selectors.WINDOW_VERSION_SQL.split())[:40]
 
 
 def loads() -> tuple[list[int], object]:
@@ -112,10 +113,16 @@ def test_a_call_sent_to_approval_reads_its_room_once_and_saves_its_deadlines_wit
 
     assert answer["code"] == "approval_pending"
     sent = statements(sql)
-    # The gate's risk, the binding's version and facts, the summary's name: one read (four
-    # before), and no UPDATE of the action's or the run's deadline of their own (two before).
+    # The gate's risk, the binding's facts, the summary's name: one read (four before), the
+    # binding's window version one more, and no UPDATE of the action's or the run's deadline
+    # of their own (two before).
     assert sum(s.startswith(ROOM_STATE) for s in sent) == 1
-    assert not [s for s in sent if "bookings_room" in s and not s.startswith(ROOM_STATE)]
+    assert sum(s.startswith(WINDOW_VERSION) for s in sent) == 1
+    assert not [
+        s
+        for s in sent
+        if "bookings_room" in s and not s.startswith((ROOM_STATE, WINDOW_VERSION))
+    ]
     assert not [s for s in sent if s.startswith('UPDATE "agentops_')]
     action = Action.objects.get(pk=answer["pending"]["action_id"])
     run = AgentRun.objects.get(pk=action.run_id)
@@ -124,7 +131,8 @@ def test_a_call_sent_to_approval_reads_its_room_once_and_saves_its_deadlines_wit
     assert request.deadline == action.proposal_deadline
     assert request.binding["proposal_expiry"] == action.proposal_deadline.isoformat()
     assert run.deadline >= action.proposal_deadline
-    assert request.binding["environment_version"] == arguments["expected_version"]
+    # Nobody touched the window: its version is 0, whatever the room's.
+    assert request.binding["environment_version"] == 0
     assert request.binding["policy_facts"]["facts"] == selectors.room_facts(code="R16")
     assert request.intent["summary"]["params"]["room_name"] == Room.objects.get(code="R16").name
 
