@@ -57,9 +57,10 @@ def circuit_check(tool: str) -> CircuitState:
     return CircuitState(refusal, bool(counted))
 
 
-def circuit_record(tool: str, *, failed: bool, failures_counted: bool) -> None:
-    """Count a transient failure (opening the circuit at the threshold), or close the circuit
-    on a success when ``circuit_check`` saw failures counted."""
+def circuit_record(tool: str, *, failed: bool, failures_counted: bool, cause: str = "") -> None:
+    """Count a transient failure (opening the circuit at the threshold, with the last failure's
+    ``cause`` for operators), or close the circuit on a success when ``circuit_check`` saw
+    failures counted."""
     redis = get_redis()
     key = _failures_key(tool)
     if not failed:
@@ -70,7 +71,7 @@ def circuit_record(tool: str, *, failed: bool, failures_counted: bool) -> None:
     if count == 1:  # the window starts at the first failure (Redis 6: no EXPIRE NX)
         redis.expire(key, settings.TOOL_CIRCUIT_WINDOW_S)
     if count >= settings.TOOL_CIRCUIT_FAILURES:
-        redis.set(_open_key(tool), "1", ex=settings.TOOL_CIRCUIT_COOLDOWN_S)
+        redis.set(_open_key(tool), cause[:300] or "-", ex=settings.TOOL_CIRCUIT_COOLDOWN_S)
         redis.delete(key)
 
 
@@ -78,6 +79,7 @@ def circuit_record(tool: str, *, failed: bool, failures_counted: bool) -> None:
 class OpenCircuit:
     tool: str
     retry_after_s: int
+    cause: str  # the failure that opened it, as the tool reported it ("" when not known)
 
 
 def circuits_open() -> list[OpenCircuit]:
@@ -86,7 +88,8 @@ def circuits_open() -> list[OpenCircuit]:
     found = []
     for key in redis.scan_iter(match=f"{_PREFIX}:open:*", count=100):
         name = key.decode() if isinstance(key, bytes) else key
-        ttl = redis.ttl(name)
+        ttl, cause = redis.ttl(name), redis.get(name)
         if ttl and ttl > 0:
-            found.append(OpenCircuit(name.rsplit(":", 1)[-1], int(ttl)))
+            text = cause.decode() if isinstance(cause, bytes) else str(cause or "")
+            found.append(OpenCircuit(name.rsplit(":", 1)[-1], int(ttl), text.strip("-")))
     return sorted(found, key=lambda c: c.tool)

@@ -6,6 +6,7 @@ that times out may still commit on that thread: that is exactly an unknown outco
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -29,7 +30,9 @@ from agentops.contract import (
     Signal,
     ToolError,
     ToolSpec,
+    envelope_bytes,
     failure,
+    is_page,
 )
 from agentops.runtime.circuit import circuit_check, circuit_record
 from agentops.runtime.queue import enqueue_reconcile
@@ -114,6 +117,8 @@ def _call(
             raise TransientDatabaseError("injected timeout: the call did not run")
         if "pause" in kinds:
             _wait_for_release(ctx.run_id)
+        if ctx.max_output_bytes != spec.meta.max_output_bytes:  # the cap its page fits to
+            ctx = dataclasses.replace(ctx, max_output_bytes=spec.meta.max_output_bytes)
         try:
             envelope = spec.handler(ctx, args)
         except ToolError as exc:
@@ -140,14 +145,31 @@ def invoke(
     circuit = circuit_check(spec.name)
     if circuit.refusal is not None:
         return circuit.refusal, Signal.YELLOW
-    envelope, signal = _invoke(spec, ctx, args, faults=faults)
+    # What a circuit counts: the tool's surroundings failing (its database, server, network,
+    # a time-out). Not a caller's own refusal (red: a conflict, invalid input), nor a crash of
+    # our own code (a bug), which would otherwise refuse the tool to every employee because a
+    # few requests hit it.
+    try:
+        envelope, signal = _invoke(spec, ctx, args, faults=faults)
+        failing = signal in (Signal.YELLOW, Signal.UNKNOWN)
+    except _CrashedError as crash:
+        envelope, signal, failing = crash.envelope, crash.signal, crash.infrastructure
     if not faults:  # an injected fault (tests, drills) says nothing of the tool's health
         circuit_record(
             spec.name,
-            failed=signal in (Signal.YELLOW, Signal.UNKNOWN),
+            failed=failing,
             failures_counted=circuit.failures_counted,
+            cause=f"{envelope.get('code', '')}: {envelope.get('message', '')}" if failing else "",
         )
     return envelope, signal
+
+
+class _CrashedError(Exception):
+    """The tool raised: its answer (``crashed``), and whether the cause was infrastructure."""
+
+    def __init__(self, envelope: dict[str, Any], signal: Signal, infrastructure: bool) -> None:
+        super().__init__(envelope["message"])
+        self.envelope, self.signal, self.infrastructure = envelope, signal, infrastructure
 
 
 def _invoke(
@@ -189,7 +211,11 @@ def _invoke(
         return _unknown(spec, f"failed mid-call ({type(exc).__name__})"), Signal.UNKNOWN
     except Exception as exc:  # a bug or a database refusal inside the tool: never a 500
         log.warning("tool %s raised", spec.name, exc_info=exc)
-        return crashed(spec, exc), Signal.YELLOW if spec.meta.readonly else Signal.UNKNOWN
+        raise _CrashedError(
+            crashed(spec, exc),
+            Signal.YELLOW if spec.meta.readonly else Signal.UNKNOWN,
+            isinstance(exc, INFRASTRUCTURE_ERRORS),
+        ) from exc
     invalid = _off_model(spec, envelope)
     if invalid is not None:
         return invalid
@@ -222,10 +248,11 @@ def _off_model(spec: ToolSpec, envelope: dict[str, Any]) -> tuple[dict[str, Any]
 
 
 def _size(value: Any) -> int:
-    return len(json.dumps(value, default=str).encode())
+    return envelope_bytes(value)
 
 
 CUT_STRING_CHARS = 200
+PAGE_TOO_LARGE = "page_too_large"
 
 
 def output_cut(
@@ -234,7 +261,14 @@ def output_cut(
     """An answer over the tool's max_output_bytes is cut to fit, with a hint, never passed
     whole: first the longest list of its data loses items from the end, then long strings are
     shortened; what still does not fit is refused. Receipts (ids, statuses) are short fields
-    and survive the cut."""
+    and survive the cut.
+
+    A page of a longer list (``is_page``: its data says has_more or next_cursor) never loses
+    items here: the runtime cannot make the cursor to the items it would drop, and a page cut
+    without one reads as the whole (has_more false, or a cursor that skips them). Its long
+    strings may be shortened; if it still does not fit, it is refused (``page_too_large``).
+    A tool that pages fits its own page to the cap (agentops.contract.paging), so this is a
+    backstop for one that does not."""
     cap = spec.meta.max_output_bytes
     cut = json.loads(json.dumps(envelope, default=str))
     cut["truncated"] = True
@@ -243,8 +277,16 @@ def output_cut(
         "Narrow the query or page with a smaller limit."
     )
     data = cut.get("data")
+    paged = is_page(cut)
+    if paged:
+        cut["hint"] = (
+            f"{spec.name} returned {size} bytes, over its {cap}: long texts in it were "
+            "shortened; no item was left out."
+        )
     lists = (
-        sorted((v for v in data.values() if isinstance(v, list)), key=len, reverse=True)
+        []
+        if paged
+        else sorted((v for v in data.values() if isinstance(v, list)), key=len, reverse=True)
         if isinstance(data, dict)
         else [data]
         if isinstance(data, list)
@@ -254,7 +296,18 @@ def output_cut(
         while items and _size(cut) > cap:
             items.pop()
     if _size(cut) > cap:
-        _shorten_strings(cut.get("data"))
+        cursor = data.get("next_cursor") if isinstance(data, dict) else None
+        _shorten_strings(data)
+        if cursor is not None:  # the way on is kept whole, or the page is refused
+            data["next_cursor"] = cursor
+    if paged and _size(cut) > cap:
+        return failure(
+            Reason.OUTPUT_TOO_LARGE,
+            PAGE_TOO_LARGE,
+            f"{spec.name} answered a page of {size} bytes, over its {cap}: it was not passed "
+            "on, since a page cut here would hide the rest of the list.",
+            "Ask again with a smaller limit (and the same cursor).",
+        ), Signal.RED
     if _size(cut) > cap:
         return failure(
             Reason.OUTPUT_TOO_LARGE,
@@ -287,6 +340,15 @@ def _unknown(spec: ToolSpec, what: str) -> dict[str, Any]:
         f"{spec.name} {what}; whether it took effect is unknown.",
         "Do not retry: the host is checking what happened under this call's idempotency key.",
     )
+
+
+# Exceptions that say the tool's surroundings failed (a connection, a socket, a time-out),
+# not its code: of the crashes, only these count towards its circuit (invoke).
+INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,  # ConnectionError, TimeoutError, socket errors
+    OperationalError,
+    InterfaceError,
+)
 
 
 def crashed(spec: ToolSpec, exc: BaseException) -> dict[str, Any]:

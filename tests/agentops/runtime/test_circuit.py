@@ -208,3 +208,41 @@ def test_a_success_after_counted_failures_clears_them(transactional_db, e17):
     assert [a.get("code") for a in answers[:2]] == ["tool_crashed"] * 2 and answers[2]["ok"]
     assert [a["code"] for a in more] == ["tool_crashed"] * 2
     assert circuits_open() == []
+
+
+@pytest.fixture
+def buggy_search():
+    """find_available_rooms with a bug: every call raises KeyError (our code, not the tool's
+    surroundings)."""
+    calls = []
+
+    def bug(ctx, args):
+        calls.append(1)
+        raise KeyError(42)
+
+    spec = dataclasses.replace(registry.get("find_available_rooms"), name="search_bug", handler=bug)
+    registry.register(spec)
+    yield spec.name, calls
+    registry.unregister(spec.name)
+
+
+def test_crashes_of_our_own_code_never_open_the_circuit(transactional_db, e17, buggy_search):
+    """A bug that some requests hit answers each of them as a crash, but does not pause the
+    tool for everyone else: only infrastructure failures count."""
+    name, calls = buggy_search
+    answers = [tool_call_governed(user=e17, name=name, arguments=_search()) for _ in range(6)]
+
+    assert [a["code"] for a in answers] == ["tool_crashed"] * 6
+    assert len(calls) == 6
+    assert circuits_open() == []
+
+
+def test_an_open_circuit_shows_operators_its_cause(transactional_db, e17, failing_search):
+    name, _calls = failing_search
+    for _ in range(3):
+        tool_call_governed(user=e17, name=name, arguments=_search())
+
+    [opened] = circuits_open()
+    assert opened.tool == name
+    assert opened.cause.startswith("tool_crashed: ")
+    assert "ConnectionError" in opened.cause
