@@ -18,6 +18,7 @@ from agentops.contract import (
     CallContext,
     Delegation,
     Reason,
+    SideEffect,
     failure,
     message_text,
 )
@@ -32,6 +33,8 @@ from agentops.models import (
     RunStatus,
 )
 from agentops.runtime import gate, registry
+from agentops.runtime.context import action_context
+from agentops.runtime.idempotency import request_digest
 from agentops.runtime.kinds import rules, run_create
 from agentops.runtime.locks import lock_run
 from agentops.runtime.proposals import call_digest, proposal_record
@@ -41,6 +44,7 @@ from agentops.runtime.recorder import (
     action_call,
     action_finish,
     begin_locked,
+    replay_answer,
 )
 from agentops.runtime.runs import writes_used
 from agentops.runtime.timing import (
@@ -49,6 +53,7 @@ from agentops.runtime.timing import (
 )
 from agentops.runtime.trace import trace_append
 from agentops.runtime.transitions import actions_cancel_unstarted, run_move
+from approvals.selectors import approval_request_approved
 
 log = logging.getLogger(__name__)
 
@@ -261,13 +266,20 @@ def pending_envelope(action: Action) -> dict[str, Any]:
 
 def _waiting_under(key: str, *, user: Any, name: str, arguments: Any) -> dict[str, Any] | None:
     """A retried call whose first attempt is still waiting for its approval answers the same
-    pending state instead of asking a second time; other parameters under the key are refused."""
+    pending state instead of asking a second time; one whose approved attempt finished answers
+    what it did (``_approved_replay``); other parameters under the key are refused."""
     action = (
         Action.objects.filter(
             idempotency_key=key,
             run__subject=user,
-            status__in=[ActionStatus.WAITING_APPROVAL, ActionStatus.QUEUED, ActionStatus.RUNNING],
+            status__in=[
+                ActionStatus.WAITING_APPROVAL,
+                ActionStatus.QUEUED,
+                ActionStatus.RUNNING,
+                ActionStatus.SUCCEEDED,
+            ],
         )
+        .select_related("run")
         .order_by("-created_at")
         .first()
     )
@@ -280,6 +292,8 @@ def _waiting_under(key: str, *, user: Any, name: str, arguments: Any) -> dict[st
             "This Idempotency-Key was already used with a different request.",
             "Use a new key for a new request.",
         )
+    if action.status == ActionStatus.SUCCEEDED:
+        return _approved_replay(action)
     if action.status == ActionStatus.WAITING_APPROVAL:
         return pending_envelope(action)
     return failure(
@@ -289,3 +303,26 @@ def _waiting_under(key: str, *, user: Any, name: str, arguments: Any) -> dict[st
         "Retry after a moment with the same key.",
         500,
     )
+
+
+def _approved_replay(action: Action) -> dict[str, Any] | None:
+    """The same key and request after its approved call succeeded: the answer is what that
+    call did, from the tool's current receipt (recorder's replay: green only while it still
+    holds), never a second approval of a booking already made. Seed 002: a replay does not get
+    round the policy, so it answers only for an action that ran on a signed approval of this
+    very intent (its approved request's binding carries the same intent digest); nothing runs
+    again. A call that needed no approval (None) goes its usual way: the idempotency record
+    replays it after the gate."""
+    if action.risk != SideEffect.HIGH.value:
+        return None
+    approved = approval_request_approved(action_ref=str(action.pk))
+    digest = request_digest(
+        tool=action.tool, subject_id=action.run.subject_id, params=action.params
+    )
+    if approved is None or approved.binding.get("intent_digest") != digest:
+        return None
+    spec = registry.get(action.tool)
+    if spec is None:
+        return None
+    envelope, _signal = replay_answer(spec, action_context(action.run, action), action.result or {})
+    return envelope

@@ -300,7 +300,7 @@ def action_call(started: Started) -> Called:
         done = cast(Action, key_claim.done)
         return Called(done.result | {"deduplicated_from": str(done.pk)}, Signal.GREEN)
     if claim.state == ClaimState.REPLAY:
-        return Called(*_replayed(spec, started.ctx, claim.response))
+        return Called(*replay_answer(spec, started.ctx, claim.response))
     if claim.state == ClaimState.REUSE:
         return Called(
             failure(
@@ -339,7 +339,7 @@ def action_call(started: Started) -> Called:
     return Called(envelope, signal, owns_key=True)
 
 
-def _replayed(
+def replay_answer(
     spec: ToolSpec, ctx: CallContext, stored: dict[str, Any]
 ) -> tuple[dict[str, Any], Signal]:
     """A finished call's key answers from the tool's current receipt, not from the stored

@@ -487,3 +487,45 @@ def test_a_frozen_action_nobody_refreshes_expires_and_ends_the_run(
     run = wait_for_run(run.pk)
     assert (run.status, run.outcome) == ("failed", "approval_expired")
     assert not Booking.objects.filter(status="confirmed").exists()
+
+
+def test_the_same_key_after_an_approved_call_answers_its_booking_and_asks_nobody_again(
+    worker, e17, approver
+):
+    """A client retries a premium booking with its key after the approver approved it and it
+    ran: the answer is the booking it made, not a second approval request."""
+    from agentops.runtime.direct import tool_call_governed
+
+    arguments = r16_arguments()
+    first = tool_call_governed(
+        user=e17, name="reserve_room", arguments=arguments, idempotency_key="k"
+    )
+    assert first["code"] == "approval_pending"
+    request = ApprovalRequest.objects.get()
+    assert approval_decide(request_id=request.pk, approver=approver, approve=True, reason="ok").ok
+    action = wait_until(
+        lambda: Action.objects.filter(pk=request.action_ref, status="succeeded").first(),
+        message="the approved call to run",
+    )
+
+    again = tool_call_governed(
+        user=e17, name="reserve_room", arguments=arguments, idempotency_key="k"
+    )
+
+    booking = Booking.objects.get()
+    assert again["ok"] is True, again
+    assert again["data"]["booking_id"] == booking.code == action.result["data"]["booking_id"]
+    assert ApprovalRequest.objects.count() == 1
+    assert Booking.objects.count() == 1
+    # Another request under the same key is still refused as a reuse of the key.
+    other = tool_call_governed(
+        user=e17, name="reserve_room", arguments=arguments | {"attendees": 4}, idempotency_key="k"
+    )
+    assert other["reason"] == "idempotency_key_reuse"
+    # Once the booking is cancelled, the replay says so instead of answering green.
+    booking_cancel(user=e17, booking_code=booking.code)
+    gone = tool_call_governed(
+        user=e17, name="reserve_room", arguments=arguments, idempotency_key="k"
+    )
+    assert gone["ok"] is False
+    assert ApprovalRequest.objects.count() == 1
