@@ -112,6 +112,14 @@ def occurrences(*, rule: str, first_start: datetime, duration: timedelta) -> lis
                 "Use daily, weekly or monthly by weekday, ending after a count or on a date."
             ),
         )
+    interval = re.search(r";INTERVAL=(\d+)", rule)
+    if interval is not None and not 1 <= int(interval.group(1)) <= MAX_INTERVAL:
+        # What rule_build refuses from the screens, refused from every channel.
+        raise _refuse(
+            "series_bad_interval",
+            gettext_noop("Repeat every 1 to %(max)d periods."),
+            max=MAX_INTERVAL,
+        )
     if first_start.tzinfo is None:
         raise _refuse("naive_datetime", gettext_noop("The start time has no UTC offset."))
     local_start = timezone.localtime(first_start)

@@ -587,6 +587,9 @@ def booking_change(
             room.schedule_version += 1
             room.save(update_fields=["schedule_version"])
         booking.created_version = new_room.schedule_version
+        # A check-in is for the meeting where and when it was: a moved one is checked in anew,
+        # else checking in and then moving it would dodge the no-show release.
+        booking.checked_in_at = None
         schedule_changed(
             [(old_room.code, booking.start_at, booking.end_at), (new_room.code, start, end)]
         )
@@ -602,6 +605,7 @@ def booking_change(
                     "attendees",
                     "title",
                     "created_version",
+                    "checked_in_at",
                     "sequence",
                 ]
             )

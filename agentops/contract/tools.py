@@ -27,6 +27,11 @@ class SideEffect(StrEnum):
 _RANK = {SideEffect.LOW: 0, SideEffect.MEDIUM: 1, SideEffect.HIGH: 2}
 
 
+# What an answer may weigh unless a tool declares otherwise: what a model's context takes of one
+# tool result (agentops.planners cuts longer ones), and what the runtime cuts to.
+DEFAULT_OUTPUT_BYTES = 4096
+
+
 @dataclass(frozen=True)
 class ToolMeta:
     """What the runtime reads instead of guessing from the description."""
@@ -36,7 +41,7 @@ class ToolMeta:
     enforced_idempotent: bool
     estimated_latency_ms: int
     roles: frozenset[str]
-    max_output_bytes: int = 4096
+    max_output_bytes: int = DEFAULT_OUTPUT_BYTES
     open_world: bool = False  # it reaches beyond this system (a third-party MCP server's tool)
 
     @property
@@ -154,6 +159,10 @@ class CallContext:
     action_id: str = ""
     idempotency_key: str = ""
     delegation: Delegation = field(default_factory=Delegation)
+    # The answer's size cap (the tool's ToolMeta.max_output_bytes, set by the runtime for each
+    # call): a tool that pages fits its page to it (agentops.contract.paging), so the runtime
+    # never cuts a page.
+    max_output_bytes: int = DEFAULT_OUTPUT_BYTES
 
 
 Handler = Callable[[CallContext, BaseModel], dict[str, Any]]
@@ -189,6 +198,11 @@ class ToolSpec[I: BaseModel]:
     verify: Callable[[dict[str, Any], CallContext], Verification] | None = None
     compensate: Compensation | None = None  # the undo of a confirmed write, if one exists
     assess_risk: Callable[[CallContext, I], Risk] | None = None
+    # The tool's own rules that no approval can change (a booking too long, in the past, a
+    # repeat rule the product does not offer): the gate checks them before a human is asked,
+    # so an approver never approves what would fail anyway. Raises ToolError; reads nothing
+    # that changes (the schedule is the write's to check).
+    validate: Callable[[CallContext, I], None] | None = None
     # The version of the state a call acts on (e.g. a room's schedule), bound into approvals.
     environment_version: Callable[[I], int | None] | None = None
     # The facts the risk policy read for this call (a room's approval flag, department,

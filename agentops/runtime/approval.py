@@ -94,6 +94,7 @@ def _generation(spec: ToolSpec) -> str:
                     spec.lookup_receipt,
                     spec.verify,
                     spec.assess_risk,
+                    spec.validate,
                     spec.environment_version,
                     spec.policy_facts,
                 )

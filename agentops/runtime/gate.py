@@ -309,8 +309,24 @@ def screen(
     if verdict is not None:
         return Verdict(verdict.decision, verdict.check, spec, args, error=verdict.error)
     level, reasons = assess_risk(spec, ctx, args)
+    if level == SideEffect.HIGH:
+        invalid = check_valid(spec, ctx, args)
+        if invalid is not None:
+            return Verdict(invalid.decision, invalid.check, spec, args, error=invalid.error)
     decision = GateDecision.APPROVAL if level == SideEffect.HIGH else GateDecision.EXECUTE
     return Verdict(decision, GateCheck.POLICY, spec, args, level, reasons)
+
+
+def check_valid(spec: ToolSpec, ctx: CallContext, args: BaseModel) -> Verdict | None:
+    """The tool's own rules (``ToolSpec.validate``), before a human is asked to approve: a
+    call the tool would refuse whatever the approver says is refused now, in its own words."""
+    if spec.validate is None:
+        return None
+    try:
+        spec.validate(ctx, args)
+    except ToolError as exc:
+        return Verdict(GateDecision.REFUSE, GateCheck.SCHEMA, error=exc)
+    return None
 
 
 def recheck(

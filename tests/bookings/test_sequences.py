@@ -153,7 +153,11 @@ def test_ten_concurrent_changes_of_one_booking_one_wins_the_others_conflict(e17)
     won = [o for o in outcomes if isinstance(o, Change)]
     lost = [o for o in outcomes if not isinstance(o, Change)]
     assert len(won) == 1, outcomes
-    assert [(type(o).__name__, getattr(o, "reason", o)) for o in lost if not (isinstance(o, BookingError) and o.reason == "conflict")] == []
+    assert [
+        (type(o).__name__, getattr(o, "reason", o))
+        for o in lost
+        if not (isinstance(o, BookingError) and o.reason == "conflict")
+    ] == []
     booking.refresh_from_db()
     assert booking.room.code == "R2"
     assert booking.during == won[0].booking.during
@@ -182,3 +186,92 @@ def test_a_change_carrying_a_version_from_before_the_bookings_own_last_change_is
         )
     assert booking.changes.count() == 1
     assert timezone.now() < start
+
+
+# --- validation before an approval, not after it --------------------------------------------
+
+
+def _rows() -> tuple[int, int, list[int]]:
+    from approvals.models import ApprovalRequest
+
+    return (
+        Booking.objects.count(),
+        ApprovalRequest.objects.count(),
+        list(Room.objects.order_by("pk").values_list("schedule_version", flat=True)),
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.integration
+def test_a_booking_too_long_for_the_rules_is_refused_before_an_approver_is_asked(e17, settings):
+    """Nine hours of a premium room: refused at once (too_long), not sent to an approver who
+    would then see it fail."""
+    from agentops.runtime.direct import tool_call_governed
+
+    start, _ = slot(days=3, hour=8)
+    end = start + timedelta(hours=settings.BOOKING_MAX_HOURS + 1)
+    before = _rows()
+    answer = tool_call_governed(
+        user=e17,
+        name="reserve_room",
+        arguments={
+            "room_id": "R16",
+            "start_at": start.isoformat(),
+            "end_at": end.isoformat(),
+            "expected_version": version("R16"),
+        },
+    )
+    assert (answer["reason"], answer["code"]) == ("invalid_input", "too_long"), answer
+    assert _rows() == before
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.integration
+@pytest.mark.parametrize("room", ["R7", "R16"])
+@pytest.mark.parametrize("interval", [0, 13, 20])
+def test_a_series_repeating_outside_every_1_to_12_is_refused_on_every_channel(e17, room, interval):
+    from agentops.runtime.direct import tool_call_governed
+
+    start, end = slot(days=3, hour=9)
+    before = _rows()
+    answer = tool_call_governed(
+        user=e17,
+        name="reserve_series",
+        arguments={
+            "room_id": room,
+            "start_at": start.isoformat(),
+            "end_at": end.isoformat(),
+            "rrule": f"FREQ=WEEKLY;INTERVAL={interval};COUNT=3",
+            "attendees": 2,
+            "mode": "all",
+        },
+    )
+    assert (answer["reason"], answer["code"]) == ("invalid_input", "series_bad_interval"), answer
+    assert _rows() == before
+
+
+def test_checking_in_and_then_moving_a_booking_does_not_dodge_the_no_show_release(e17):
+    from bookings.checkin import booking_check_in
+
+    Room.objects.filter(code__in=["R7", "R2"]).update(checkin_required=True)
+    start, end = slot(days=3, hour=10)
+    booking = booking_create(requester=e17, room="R7", start_at=start, end_at=end)
+    booking_check_in(user=e17, booking_code=booking.code, now=start - timedelta(minutes=5))
+    later = start + timedelta(hours=3)
+    booking_change(
+        user=e17,
+        booking_code=booking.code,
+        room_code="R2",
+        start_at=later,
+        end_at=later + (end - start),
+        idempotency_key="move-after-check-in",
+    )
+    booking.refresh_from_db()
+    assert booking.checked_in_at is None
+
+    released = bookings_release_no_shows(now=later + timedelta(hours=1))
+
+    assert booking.code in released.codes
+    booking.refresh_from_db()
+    assert booking.status == BookingStatus.CANCELLED
+    assert booking.cancelled_version == version("R2")
