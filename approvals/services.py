@@ -30,7 +30,7 @@ from approvals.models import (
     RequestStatus,
 )
 from approvals.selectors import approval_request_approved
-from approvals.signals import approval_refresh_requested, approval_settled
+from approvals.signals import approval_opened, approval_refresh_requested, approval_settled
 
 MAX_REASON = 500
 
@@ -109,6 +109,7 @@ def approval_request_open(
     )
     _audit(AuditEvent.REQUESTED, request=request, actor=requester)
     inbox_poke()
+    transaction.on_commit(lambda: approval_opened.send(sender=ApprovalRequest, request=request))
     _notify_approvers(request)
     return request
 

@@ -10,10 +10,13 @@ class BookingsConfig(AppConfig):
 
     def ready(self) -> None:
         from agentops.contract import on_run_finished
-        from approvals.signals import approval_settled
+        from approvals.signals import approval_opened, approval_settled
         from bookings import decisions
 
         approval_settled.connect(
             decisions.on_approval_settled, dispatch_uid="bookings.approval_settled"
+        )
+        approval_opened.connect(
+            decisions.on_approval_opened, dispatch_uid="bookings.approval_opened"
         )
         on_run_finished(decisions.on_run_finished)

@@ -1,7 +1,8 @@
-"""Telling the requester what became of a request: the approvals' decisions (approved,
-rejected, expired: ``approvals.signals.approval_settled``) and the run's end (failed after an
-approval: ``agentops.contract.on_run_finished``). Subscribed in BookingsConfig.ready; both
-arrive after the deciding commit."""
+"""Telling the requester what became of a request: that it waits
+(``approvals.signals.approval_opened``), the approvals' decisions (approved, rejected, expired:
+``approvals.signals.approval_settled``) and the run's end (failed after an approval:
+``agentops.contract.on_run_finished``). Subscribed in BookingsConfig.ready; each arrives after
+the commit that did it."""
 
 from __future__ import annotations
 
@@ -28,6 +29,12 @@ def _what(intent: dict[str, Any]) -> str:
     start = parse_datetime(str(params.get("start_at") or ""))
     when = date_format(timezone.localtime(start), "SHORT_DATETIME_FORMAT") if start else ""
     return f"{params.get('room_id') or ''} {when}".strip()
+
+
+def on_approval_opened(sender: Any, request: ApprovalRequest, **kwargs: Any) -> None:
+    """Sent after the commit that opened a request: the requester's open My bookings pages
+    show it among the requests that need approval at once (a poke, no query, no e-mail)."""
+    push_changed(user_id=request.requester_id, notice=Notice.REQUESTED)
 
 
 def on_approval_settled(sender: Any, request: ApprovalRequest, **kwargs: Any) -> None:

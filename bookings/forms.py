@@ -206,3 +206,10 @@ class ChangeForm(forms.Form):
             "title": data["title"],
             "idempotency_key": str(data["idempotency_key"]),
         }
+
+
+class ChangePick(ChangeForm):
+    """A free time picked under "Free instead" on the change page: it fills that page's form
+    again (a link's query), so saving it moves the booking. Nothing here writes."""
+
+    idempotency_key = None  # type: ignore[assignment]  # the page makes its own

@@ -5,7 +5,7 @@ stays the record: a lost poke costs freshness, never a booking."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import date, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs
@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agentops.contract import broadcast, broadcast_listen, broadcast_unlisten
+from bookings.models import Booking, Room
 from bookings.notices import user_group
 
 NOT_SIGNED_IN = 4401
@@ -52,6 +53,17 @@ def schedule_changed(changes: Iterable[tuple[str, datetime, datetime]]) -> None:
             broadcast(group, {"type": "schedule.changed"})
 
     transaction.on_commit(after_commit, robust=True)
+
+
+def bookings_changed(bookings: Sequence[Booking]) -> None:
+    """schedule_changed for these bookings' windows, each in its own room (a series' meetings
+    may have been moved to other rooms): one query for the rooms' codes, none when empty."""
+    if not bookings:
+        return
+    codes = dict(
+        Room.objects.filter(pk__in={b.room_id for b in bookings}).values_list("pk", "code")
+    )
+    schedule_changed((codes[b.room_id], b.start_at, b.end_at) for b in bookings)
 
 
 class ScheduleConsumer(AsyncWebsocketConsumer):

@@ -25,6 +25,7 @@ class Notice(StrEnum):
     FAILED_AFTER_APPROVAL = "failed_after_approval"
     RELEASED = "released"
     BOOKED = "booked"  # a live refresh only: the person just did it themselves
+    REQUESTED = "requested"  # a live refresh only: their request waits for an approver
 
 
 # (subject, body) msgids; the body's %(what)s names the booking or request in the reader's words.

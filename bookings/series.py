@@ -22,6 +22,7 @@ from accounts.models import User
 from agentops.contract import governed_call
 from bookings import rules, selectors
 from bookings.errors import BookingError
+from bookings.live import bookings_changed
 from bookings.locks import bookings_lock, cancel_stamp
 from bookings.models import Booking, BookingSeries, BookingStatus, Room, SeriesCancellation
 from bookings.recurrence import Occurrence, occurrences
@@ -259,6 +260,7 @@ def series_reserve(
             params={"room": room.code},
         ) from exc
     booked = list(series.bookings.select_related("room").order_by("during"))
+    bookings_changed(booked)  # open day views and room weeks re-read after the commit
     return SeriesReservation(series=series, booked=booked, skipped=skipped, replayed=False)
 
 
@@ -371,6 +373,7 @@ def series_cancel(
         targets,
         ["status", "cancelled_at", "cancelled_by", "cancelled_version", "cancel_key", "sequence"],
     )
+    bookings_changed(targets)  # open day views and room weeks re-read after the commit
     codes = [b.code for b in targets]
     SeriesCancellation.objects.create(
         series=series, idempotency_key=idempotency_key, from_start=from_start, cancelled=codes

@@ -17,6 +17,7 @@ from django.views.decorators.vary import vary_on_headers
 
 from accounts.http import AuthedRequest, htmx_swap
 from bookings.errors import BookingError
+from bookings.models import BookingSeries
 from bookings.selectors import room_choices
 from bookings.series import series_cancel_request, series_get, series_preview, series_request
 from bookings.series_forms import SeriesBookForm, SeriesCancelForm, SeriesForm
@@ -59,14 +60,7 @@ def series_detail(request: AuthedRequest, series_id: int) -> HttpResponse:
         series = series_get(user=request.user, series_id=series_id)
     except BookingError as error:
         return render(request, "bookings/problem.html", {"error": error}, status=404)
-    context = {
-        "series": series,
-        # A one-time key per button: a double submit cancels once.
-        "rows": [(b, uuid.uuid4()) for b in series.bookings.order_by("during")],
-        "now": timezone.now(),
-        "key": uuid.uuid4(),
-    }
-    return render(request, DETAIL, context)
+    return render(request, DETAIL, _meetings(series))
 
 
 @require_POST
@@ -78,7 +72,21 @@ def series_cancel(request: AuthedRequest, series_id: int) -> HttpResponse:
         )
     except BookingError as error:
         return _answer(request, {"error": error}, status_of=error)
+    if htmx_swap(request):  # the page stays: its meetings are swapped for how they are now
+        series = series_get(user=request.user, series_id=series_id)
+        context = _meetings(series) | {"cancelled": outcome.value}
+        return render(request, f"{DETAIL}#cancelled", context)
     return _answer(request, {"cancelled": outcome.value})
+
+
+def _meetings(series: BookingSeries) -> dict:
+    return {
+        "series": series,
+        # A one-time key per button: a double submit cancels once.
+        "rows": [(b, uuid.uuid4()) for b in series.bookings.order_by("during")],
+        "now": timezone.now(),
+        "key": uuid.uuid4(),
+    }
 
 
 def _answer(

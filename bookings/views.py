@@ -21,11 +21,12 @@ from django.views.decorators.http import require_GET, require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from accounts.http import AuthedRequest, htmx_swap
+from agentops.contract import Reason
 from approvals.selectors import approval_requests_of_with_outcomes
 from approvals.services import approval_withdraw
 from bookings import schedule
 from bookings.errors import BookingError
-from bookings.forms import BookForm, ChangeForm, DayForm, SearchForm
+from bookings.forms import BookForm, ChangeForm, ChangePick, DayForm, SearchForm
 from bookings.models import Booking
 from bookings.selectors import (
     booking_get,
@@ -227,8 +228,18 @@ def change_form(request: AuthedRequest, code: str) -> HttpResponse:
         booking = booking_get(user=request.user, code=code)
     except BookingError as error:
         return render(request, "bookings/problem.html", {"error": error}, status=404)
-    form = ChangeForm(initial=schedule.change_initial(booking) | {"idempotency_key": uuid.uuid4()})
-    context = {"booking": booking, "form": form, "rooms": schedule.rooms_for(user=request.user)}
+    initial = schedule.change_initial(booking) | {"idempotency_key": uuid.uuid4()}
+    picked = ChangePick(request.GET or None)
+    chosen = picked.is_valid()  # a free time chosen under "Free instead"; else it is ignored
+    if chosen:
+        initial |= picked.cleaned_data
+    form = ChangeForm(initial=initial)
+    context = {
+        "booking": booking,
+        "form": form,
+        "rooms": schedule.rooms_for(user=request.user),
+        "picked": chosen,
+    }
     return render(request, "bookings/change.html", context)
 
 
@@ -242,7 +253,12 @@ def change(request: AuthedRequest, code: str) -> HttpResponse:
         asked = ChangeForm(request.POST).parse()
         done = booking_change_request(user=request.user, booking_code=code, **asked)
     except BookingError as error:
-        context = {"error": error, "code": code} | _alternatives(request, error, asked)
+        # "Free instead" fills this page's form again: the booking is moved, never a new one made.
+        context = {"error": error, "code": code, "move": code} | _alternatives(
+            request, error, asked
+        )
+        if _key_spent(error):
+            context["idempotency_key"] = uuid.uuid4()
         return _refused(request, "bookings/change.html#outcome", context)
     if htmx_swap(request):
         # The page stays: its "Now:" line shows the booking as changed, and the next change is
@@ -261,6 +277,16 @@ def change(request: AuthedRequest, code: str) -> HttpResponse:
             request, gettext("Changed %(booking)s.") % {"booking": _summary(done.booking)}
         )
     return redirect("bookings:mine")
+
+
+# A refusal wrote nothing under its key, so the next try is a new request that needs a key of
+# its own: the same key with other fields would be refused as reused. Only a request that may
+# still be under way keeps its key (a double submit is then answered by the first one).
+_KEY_STILL_IN_USE = frozenset({Reason.IN_PROGRESS, Reason.UNKNOWN_OUTCOME})
+
+
+def _key_spent(error: BookingError) -> bool:
+    return error.reason not in _KEY_STILL_IN_USE
 
 
 def _grid_template(request: AuthedRequest) -> str:
@@ -292,7 +318,9 @@ def _alternatives(request: AuthedRequest, error: BookingError, asked: dict) -> d
         "alternatives": found,
         "room_code": asked["room_code"],
         "wanted_start": asked["start_at"],
+        "wanted_end": asked["end_at"],
         "attendees": asked["attendees"],
+        "title": asked.get("title", ""),
     }
 
 

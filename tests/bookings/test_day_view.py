@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import re
+import threading
+import time
+import uuid
 from datetime import timedelta
+from html import unescape
 
 import pytest
+from django.db import connection, transaction
 from django.test import Client
 from django.urls import reverse
 
-from agentops.models import Action
+from agentops.models import Action, ActionStatus
 from bookings.models import Booking, Room
 from bookings.services import booking_reserve
 from tests.conftest import slot
@@ -206,3 +211,169 @@ def test_after_a_change_the_screen_shows_the_new_time_and_a_second_change_is_its
     assert f'data-changed="{booking.code}"' in again
     moved = Booking.objects.get()
     assert (moved.room.code, moved.start_at) == ("R9", slot(days=1, hour=17)[0])
+
+
+def change_fields(hour: int, room: str = "R9", **extra) -> dict:
+    start, _ = slot(days=1, hour=hour)
+    return {
+        "room": room,
+        "date": start.date().isoformat(),
+        "start": f"{hour:02d}:00",
+        "end": f"{hour + 1:02d}:00",
+        "attendees": 2,
+        "title": "",
+    } | extra
+
+
+def page_key(html: str) -> str:
+    return re.search(r'name="idempotency_key" value="([^"]+)"', html).group(1)
+
+
+def swapped_key(html: str) -> str | None:
+    """The new key an htmx answer swaps into the change form (None: the form keeps its own)."""
+    found = re.search(
+        r'<input type="hidden" name="idempotency_key" value="([^"]+)" id="id_idempotency_key"'
+        r' hx-swap-oob="true">',
+        html,
+    )
+    return found.group(1) if found else None
+
+
+def test_after_a_refused_change_the_form_has_a_new_key_and_the_next_change_is_made(
+    as_e17, e17, e23
+):
+    """A refusal wrote nothing under its key: the form gets a new one, or every later change on
+    the page was refused as "already used for a different request" until a reload."""
+    booking = reserve(e17)
+    reserve(e23, room="R9", hour=16, key="taken")
+    url = reverse("bookings:change", args=[booking.code])
+    first_key = page_key(as_e17.get(reverse("bookings:change_form", args=[booking.code])).text)
+    versions = list(Room.objects.order_by("code").values_list("schedule_version", flat=True))
+
+    refused = as_e17.post(url, change_fields(16) | {"idempotency_key": first_key}, **HTMX).text
+    assert 'data-error-code="slot_taken"' in refused
+    second_key = swapped_key(refused)
+    assert second_key is not None and second_key != first_key
+    assert Booking.objects.get(pk=booking.pk).room.code == "R7"
+    assert (
+        list(Room.objects.order_by("code").values_list("schedule_version", flat=True)) == versions
+    )
+
+    made = as_e17.post(url, change_fields(17) | {"idempotency_key": second_key}, **HTMX).text
+    assert f'data-changed="{booking.code}"' in made
+    moved = Booking.objects.get(pk=booking.pk)
+    assert (moved.room.code, moved.start_at) == ("R9", slot(days=1, hour=17)[0])
+
+
+def test_a_double_submit_of_a_change_still_under_way_keeps_the_forms_key(as_e17, e17):
+    """The same change sent again while the first is still running is answered "in progress"
+    and the form keeps its key: a third send is still the same request, never a second write."""
+    booking = reserve(e17)
+    url = reverse("bookings:change", args=[booking.code])
+    data = change_fields(16) | {"idempotency_key": str(uuid.uuid4())}
+    held, release = threading.Event(), threading.Event()
+    first: dict[str, str] = {}
+
+    def hold_the_booking() -> None:  # the first change waits for this row lock
+        try:
+            with transaction.atomic():
+                Booking.objects.select_for_update().get(pk=booking.pk)
+                held.set()
+                release.wait(20)
+        finally:
+            connection.close()
+
+    def send_first() -> None:
+        try:
+            client = Client()
+            client.force_login(e17)
+            first["html"] = client.post(url, data, **HTMX).text
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_the_booking)
+    holder.start()
+    assert held.wait(10)
+    sender = threading.Thread(target=send_first)
+    sender.start()
+    try:
+        running = Action.objects.filter(
+            tool="change_booking",
+            status=ActionStatus.RUNNING,
+            idempotency_key__endswith=data["idempotency_key"],
+        )
+        deadline = time.monotonic() + 20
+        while not running.exists():
+            assert time.monotonic() < deadline, "the first change never started"
+            time.sleep(0.05)
+        again = as_e17.post(url, data, **HTMX).text
+    finally:
+        release.set()
+        holder.join(30)
+        sender.join(30)
+    assert 'data-error-code="in_progress"' in again
+    assert swapped_key(again) is None
+    assert f'data-changed="{booking.code}"' in first["html"]
+    assert Action.objects.filter(tool="change_booking").count() == 1
+
+
+def test_the_day_view_lists_the_free_times_once_when_a_slot_was_taken(as_e17, e23):
+    reserve(e23, room="R7", hour=10, key="taken")
+    start, end = slot(days=1, hour=10)
+    refused = as_e17.post(
+        reverse("bookings:day_book"),
+        {
+            "room": "R7",
+            "start_at": start.isoformat(),
+            "end_at": end.isoformat(),
+            "attendees": 2,
+            "idempotency_key": str(uuid.uuid4()),
+        },
+        **HTMX,
+    ).text
+    assert 'data-error-code="slot_taken"' in refused
+    assert refused.count("data-alternatives") == 1
+    assert refused.count("Free instead") == 1
+
+
+def test_free_instead_on_the_change_page_moves_the_booking_being_changed(as_e17, e17, e23):
+    """A free time offered after a refused change fills the change form again; saving it moves
+    the booking (same code, still one booking), where it used to lead to the day view, which
+    booked a second one."""
+    booking = reserve(e17, title="Retro")
+    reserve(e23, room="R9", hour=16, key="taken")
+    url = reverse("bookings:change", args=[booking.code])
+    key = page_key(as_e17.get(reverse("bookings:change_form", args=[booking.code])).text)
+    refused = as_e17.post(
+        url, change_fields(16, title="Retro") | {"idempotency_key": key}, **HTMX
+    ).text
+    offers = re.findall(r'<a class="btn btn-quiet" data-move-to="(R\d+)" href="([^"]+)"', refused)
+    assert offers, refused
+    assert reverse("bookings:day") not in refused.split("data-alternatives", 1)[1]
+    room, link = next((room, unescape(link)) for room, link in offers if room == "R9")
+    assert link.startswith(reverse("bookings:change_form", args=[booking.code]) + "?")
+
+    page = as_e17.get(link).text
+    assert 'id="change-picked"' in page
+    assert re.search(r'<option value="R9" selected>', page)
+    fields = {
+        name: re.search(rf'name="{name}"[^>]*value="([^"]*)"', page).group(1)
+        for name in ("date", "start", "end", "attendees", "title", "idempotency_key")
+    }
+    assert (fields["start"], fields["end"], fields["title"]) != ("16:00", "17:00", "")
+    moved = as_e17.post(url, fields | {"room": room}, **HTMX).text
+    assert f'data-changed="{booking.code}"' in moved
+    assert Booking.objects.filter(requester=e17).count() == 1
+    after = Booking.objects.get(pk=booking.pk)
+    assert after.room.code == "R9" and after.title == "Retro"
+    assert after.start_at != slot(days=1, hour=16)[0]
+
+
+def test_a_change_link_with_a_bad_pick_shows_the_booking_as_it_is(as_e17, e17):
+    booking = reserve(e17)
+    page = as_e17.get(
+        reverse("bookings:change_form", args=[booking.code]),
+        {"room": "R9", "date": "soon", "start": "25:00"},
+    ).text
+    assert 'id="change-picked"' not in page
+    assert re.search(r'<option value="R7" selected>', page)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import date
+import uuid
+from datetime import date, timedelta
 
 import pytest
 from channels.db import database_sync_to_async
@@ -20,6 +21,8 @@ from agentops.runtime.redis_client import get_redis
 from agentops.runtime.trace import _watch_key
 from bookings.live import CHANGED, day_group, room_group, schedule_changed
 from bookings.notices import Notice, push_changed, user_group
+from bookings.series import SeriesMode, series_cancel, series_reserve
+from bookings.services import booking_request
 from config.asgi import application
 from tests.conftest import slot
 
@@ -103,3 +106,69 @@ def test_a_poke_nobody_listens_to_is_not_sent():
 
     received = asyncio.run(scenario())
     assert [m["group"] for m in received] == ["heard"]
+
+
+async def _heard(comm: WebsocketCommunicator) -> str:
+    """The next message of an open socket (fails the test after 5 s)."""
+    return await comm.receive_from(timeout=5)
+
+
+def test_a_series_and_its_cancel_poke_the_open_day_views_and_room_weeks(e17, rooms):
+    """Series writes change several days of a room at once: each day's open view re-reads
+    (they sent nothing, so an open day view kept showing the slots free, or taken)."""
+    start, end = slot(days=3, hour=10)
+    second_day = (start + timedelta(days=7)).date().isoformat()
+    headers = session_headers(e17)
+
+    async def scenario() -> list[str]:
+        day = WebsocketCommunicator(application, f"/ws/schedule/?day={second_day}", headers=headers)
+        week = WebsocketCommunicator(application, "/ws/schedule/?room=R7", headers=headers)
+        assert (await day.connect(timeout=5))[0] and (await week.connect(timeout=5))[0]
+        heard = []
+        reserved = await database_sync_to_async(series_reserve)(
+            user=e17,
+            room_code="R7",
+            start_at=start,
+            end_at=end,
+            rule="FREQ=WEEKLY;COUNT=3",
+            attendees=2,
+            mode=SeriesMode.ALL,
+            idempotency_key="series-live",
+        )
+        heard += [await _heard(day), await _heard(week)]
+        await database_sync_to_async(series_cancel)(
+            user=e17,
+            series_id=reserved.series.pk,
+            from_booking=reserved.booked[1].code,
+            idempotency_key="series-live-cancel",
+        )
+        heard += [await _heard(day), await _heard(week)]
+        await day.disconnect()
+        await week.disconnect()
+        return heard
+
+    assert asyncio.run(scenario()) == [CHANGED] * 4
+
+
+def test_a_request_that_waits_for_an_approver_reaches_open_my_bookings(e17, rooms):
+    """My bookings shows the request among those that need approval without a reload (it
+    heard of decisions only, so a new request appeared after a reload)."""
+    start, end = slot(days=3, hour=10)
+    headers = session_headers(e17)
+
+    async def scenario() -> tuple[str, dict]:
+        comm = WebsocketCommunicator(application, "/ws/bookings/", headers=headers)
+        assert (await comm.connect(timeout=5))[0]
+        outcome = await database_sync_to_async(booking_request)(
+            user=e17,
+            room_code="R16",
+            start_at=start,
+            end_at=end,
+            attendees=2,
+            idempotency_key=str(uuid.uuid4()),
+        )
+        heard = json.loads(await _heard(comm))
+        await comm.disconnect()
+        return outcome.kind, heard
+
+    assert asyncio.run(scenario()) == ("pending", {"changed": True, "notice": "requested"})

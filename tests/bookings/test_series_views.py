@@ -161,3 +161,27 @@ def test_someone_elses_series_is_404_and_cannot_be_cancelled(as_e17, e23):
     )
     assert response.status_code == 404
     assert series.bookings.filter(status=BookingStatus.CONFIRMED).count() == 3
+
+
+def test_this_and_the_following_shows_the_meetings_cancelled_without_a_reload(as_e17):
+    """The answer swaps the page's meetings for how they are now: the cancelled ones say so and
+    offer nothing more, and every button gets a new key (the page said "Confirmed" until a
+    reload)."""
+    _book(as_e17, "all")
+    series = BookingSeries.objects.get()
+    codes = list(series.bookings.order_by("during").values_list("code", flat=True))
+    page = as_e17.get(reverse("bookings:series_detail", args=[series.pk])).content.decode()
+    keys = set(re.findall(r'name="idempotency_key" value="([^"]+)"', page))
+
+    answer = as_e17.post(
+        reverse("bookings:series_cancel", args=[series.pk]),
+        {"from_booking": codes[1], "idempotency_key": str(uuid.uuid4())},
+        **HTMX,
+    ).content.decode()
+
+    assert "Cancelled 2 meetings." in answer
+    meetings = answer.split('<div id="series-meetings" hx-swap-oob="true">', 1)[1]
+    status = dict(re.findall(r'data-booking="(B\d+)" data-status="(\w+)"', meetings))
+    assert status == {codes[0]: "confirmed", codes[1]: "cancelled", codes[2]: "cancelled"}
+    assert meetings.count("This and the following") == 1  # only the confirmed one offers it
+    assert not keys & set(re.findall(r'name="idempotency_key" value="([^"]+)"', meetings))
