@@ -21,6 +21,9 @@ class RequestStatus(models.TextChoices):
     # Approved, but drifted or expired before it could run: kept as evidence; only a fresh
     # approval of the same intent against the current state un-freezes the action.
     STALE = "stale", gettext_lazy("Needs a fresh approval")
+    # Still waiting when what it acts on changed so that it can never run as asked (someone
+    # else took the slot, its time began): closed and its requester told, not left waiting.
+    OVERTAKEN = "overtaken", gettext_lazy("No longer possible")
 
 
 class Decision(models.TextChoices):
@@ -109,6 +112,7 @@ class AuditEvent(models.TextChoices):
     REFUSED = "refused"  # a decision attempt that was not allowed
     EXPIRED = "expired"
     WITHDRAWN = "withdrawn"
+    OVERTAKEN = "overtaken"  # closed: it could no longer run as asked
     CONSUMED = "consumed"  # an approval authorised its execution
     NOT_VALID = "not_valid"  # an approval failed verification at execution
     REFRESH_REQUESTED = "refresh_requested"  # an approver asked for a fresh approval

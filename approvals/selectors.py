@@ -12,7 +12,13 @@ from django.utils.translation import gettext_noop
 from accounts.models import Role, User
 from accounts.selectors import user_roles
 from approvals import hooks
-from approvals.models import ApprovalAudit, ApprovalRecord, ApprovalRequest, RequestStatus
+from approvals.models import (
+    ApprovalAudit,
+    ApprovalRecord,
+    ApprovalRequest,
+    AuditEvent,
+    RequestStatus,
+)
 from config import sqlrows
 
 # Hand-written: the runtime reads an action's latest request to settle every decision (a
@@ -224,6 +230,17 @@ class Decided:
     request: ApprovalRequest
     outcome: dict[str, Any] | None
     state: str = ""
+
+
+def approval_overtaken_problems(*, request: ApprovalRequest) -> list[dict[str, Any]]:
+    """What stood in the way of a request closed as overtaken, as stored messages (from its
+    audit row: by then its action is no longer waiting, so a re-check would say only that)."""
+    row = (
+        ApprovalAudit.objects.filter(request=request, event=AuditEvent.OVERTAKEN)
+        .values_list("detail", flat=True)
+        .first()
+    )
+    return list((row or {}).get("problems") or [])
 
 
 def approval_card(*, request: ApprovalRequest) -> Card:

@@ -338,12 +338,19 @@ def _check(record: ApprovalRecord, binding_now: dict[str, Any]) -> Result:
     return Result(True)
 
 
-def _close(request: ApprovalRequest, status: RequestStatus, actor: User | None) -> None:
+_CLOSE_EVENTS = {
+    RequestStatus.EXPIRED: AuditEvent.EXPIRED,
+    RequestStatus.OVERTAKEN: AuditEvent.OVERTAKEN,
+}
+
+
+def _close(
+    request: ApprovalRequest, status: RequestStatus, actor: User | None, **detail: Any
+) -> None:
     request.status = status
     request.decided_at = timezone.now()
     request.save(update_fields=["status", "decided_at"])
-    event = AuditEvent.EXPIRED if status == RequestStatus.EXPIRED else AuditEvent.WITHDRAWN
-    _audit(event, request=request, actor=actor)
+    _audit(_CLOSE_EVENTS.get(status, AuditEvent.WITHDRAWN), request=request, actor=actor, **detail)
     _announce(request)
 
 
@@ -393,6 +400,34 @@ def approvals_expire_due(*, now: datetime | None = None) -> int:
                 _close(request, RequestStatus.EXPIRED, None)
                 expired += 1
     return expired
+
+
+OVERTAKEN_BATCH = 200
+
+
+def approvals_close_overtaken(*, limit: int = OVERTAKEN_BATCH) -> int:
+    """Close every pending request that can no longer run as asked (the sweeper calls this):
+    its action's re-check against now finds something in its way that no decision can change
+    (someone else took the slot, its time began; the same re-check that refuses an approval
+    of it, ``_cannot_succeed``). Left open, it would wait for days and an approver could only
+    refuse it. The runtime then ends what waited on it and its requester is told why. Oldest
+    first, ``limit`` a sweep. Returns how many it closed."""
+    closed = 0
+    waiting = ApprovalRequest.objects.filter(status=RequestStatus.PENDING).order_by("created_at")
+    for request in waiting[:limit]:
+        problems = hooks.request_recheck(request)
+        if not problems:
+            continue
+        with transaction.atomic():
+            locked = (
+                ApprovalRequest.objects.select_for_update()
+                .filter(pk=request.pk, status=RequestStatus.PENDING)
+                .first()
+            )
+            if locked is not None:
+                _close(locked, RequestStatus.OVERTAKEN, None, problems=problems)
+                closed += 1
+    return closed
 
 
 # What a rendered intent keeps past its run's retention: what kind of thing was asked and by

@@ -8,18 +8,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.utils import timezone
+from django.conf import settings
+from django.utils import timezone, translation
 from django.utils.dateparse import parse_datetime
 from django.utils.formats import date_format
 
+from accounts.words import say
 from approvals.models import ApprovalRequest, RequestStatus
-from approvals.selectors import approval_request_with_record
+from approvals.selectors import approval_overtaken_problems, approval_request_with_record
 from bookings.notices import Notice, notify, push_changed
 
 _DECIDED = {
     RequestStatus.APPROVED: Notice.APPROVED,
     RequestStatus.REJECTED: Notice.REJECTED,
     RequestStatus.EXPIRED: Notice.EXPIRED,
+    RequestStatus.OVERTAKEN: Notice.OVERTAKEN,
 }
 
 
@@ -58,12 +61,11 @@ def decision_mail(*, request_id: str) -> None:
     if notice is None:
         return
     record = getattr(request, "record", None) if notice != Notice.EXPIRED else None
-    notify(
-        user=request.requester,
-        notice=notice,
-        what=_what(request.intent),
-        reason=record.reason if record is not None else "",
-    )
+    reason = record.reason if record is not None else ""
+    if notice == Notice.OVERTAKEN:
+        with translation.override(settings.LANGUAGE_CODE):
+            reason = " ".join(say(p) for p in approval_overtaken_problems(request=request))
+    notify(user=request.requester, notice=notice, what=_what(request.intent), reason=reason)
 
 
 def on_run_finished(finished: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ class Notice(StrEnum):
     APPROVED = "approved"
     REJECTED = "rejected"
     EXPIRED = "expired"
+    OVERTAKEN = "overtaken"  # a waiting request that can no longer run as asked
     FAILED_AFTER_APPROVAL = "failed_after_approval"
     RELEASED = "released"
     BOOKED = "booked"  # a live refresh only: the person just did it themselves
@@ -41,6 +42,13 @@ _MAIL = {
     Notice.EXPIRED: (
         gettext_noop("No decision in time: %(what)s"),
         gettext_noop("Nobody decided on your request in time: %(what)s. Nothing was booked."),
+    ),
+    Notice.OVERTAKEN: (
+        gettext_noop("No longer possible: %(what)s"),
+        gettext_noop(
+            "Your request can no longer be done as asked: %(what)s. %(reason)s "
+            "Nothing was booked; the request is closed."
+        ),
     ),
     Notice.FAILED_AFTER_APPROVAL: (
         gettext_noop("Approved, but not booked: %(what)s"),

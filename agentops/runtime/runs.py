@@ -17,9 +17,10 @@ from typing import Any
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import OuterRef, Subquery
-from django.utils import timezone
+from django.utils import timezone, translation
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
+from accounts.words import say
 from agentops.contract import (
     ConversationTurn,
     Delegation,
@@ -488,7 +489,12 @@ def _lock_waiting(action_id: Any, *, run_id: Any = None) -> tuple[AgentRun, Acti
 # The decisions that move the waiting action of a run the approval holds (their event is saved
 # with that move).
 _MOVED_BY_DECISION = frozenset(
-    {RequestStatus.APPROVED, RequestStatus.REJECTED, RequestStatus.EXPIRED}
+    {
+        RequestStatus.APPROVED,
+        RequestStatus.REJECTED,
+        RequestStatus.EXPIRED,
+        RequestStatus.OVERTAKEN,
+    }
 )
 
 
@@ -550,6 +556,20 @@ def action_approval_settled(action_id: Any, *, run_id: Any = None) -> None:
             )
             run_end(run, RunStatus.FAILED, outcome=RunOutcome.APPROVAL_EXPIRED, reply=reply)
             return
+        elif request.status == RequestStatus.OVERTAKEN:  # it can no longer run as asked
+            why = _overtaken_words(action, language=run.language)
+            refusal = ToolError(
+                Reason.CONFLICT,
+                "no_longer_possible",
+                f"This call can no longer run as asked: {why}",
+                "Nothing was done; search again for what is free now.",
+            )
+            action_move(action, ActionStatus.REJECTED, result=refusal.envelope(), **moved)
+            reply = registry.assistant().reply(
+                ReplyKind.NOTHING_DONE, language=run.language, detail=why
+            )
+            run_end(run, RunStatus.FAILED, outcome=RunOutcome.NOT_DONE, reply=reply)
+            return
         elif request.status == RequestStatus.WITHDRAWN:  # the requester took it back
             reply = registry.assistant().reply(ReplyKind.CANCELLED, language=run.language)
             run_end(run, RunStatus.CANCELLED, outcome=RunOutcome.CANCELLED_BY_USER, reply=reply)
@@ -569,6 +589,13 @@ def action_approval_settled(action_id: Any, *, run_id: Any = None) -> None:
                 _after_call(run, action, run_actions_now=actions)
 
 
+def _overtaken_words(action: Action, *, language: str) -> str:
+    """What now stands in the way of a waiting action, in ``language`` (its tool's re-check)."""
+    problems = approval.request_recheck(action_ref=str(action.pk), signed_binding={})
+    with translation.override(language):
+        return " ".join(say(p) for p in problems)
+
+
 def _call_approval_settled(run: AgentRun, action: Action, status: str, record: Any) -> None:
     """In a run whose approvals hold only their call (an MCP session) a decision settles only
     that call: approved, it runs; rejected,
@@ -576,7 +603,12 @@ def _call_approval_settled(run: AgentRun, action: Action, status: str, record: A
     if status == RequestStatus.APPROVED:
         action_move(action, ActionStatus.QUEUED)
         start_here(run, action)
-    elif status in (RequestStatus.REJECTED, RequestStatus.EXPIRED, RequestStatus.WITHDRAWN):
+    elif status in (
+        RequestStatus.REJECTED,
+        RequestStatus.EXPIRED,
+        RequestStatus.WITHDRAWN,
+        RequestStatus.OVERTAKEN,
+    ):
         code, message = {
             RequestStatus.REJECTED: (
                 "approval_rejected",
@@ -587,8 +619,15 @@ def _call_approval_settled(run: AgentRun, action: Action, status: str, record: A
                 "Nobody approved this call before its deadline.",
             ),
             RequestStatus.WITHDRAWN: ("approval_withdrawn", "The request was withdrawn."),
+            RequestStatus.OVERTAKEN: (
+                "no_longer_possible",
+                "This call can no longer run as asked: " + _overtaken_words(action, language="en"),
+            ),
         }[status]
-        reason = Reason.EXPIRED if status == RequestStatus.EXPIRED else Reason.FORBIDDEN
+        reason = {
+            RequestStatus.EXPIRED: Reason.EXPIRED,
+            RequestStatus.OVERTAKEN: Reason.CONFLICT,
+        }.get(RequestStatus(status), Reason.FORBIDDEN)
         refusal = ToolError(reason, code, message, "Nothing was done; do not retry it unchanged.")
         action_move(action, ActionStatus.REJECTED, result=refusal.envelope())
 

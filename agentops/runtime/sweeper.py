@@ -37,7 +37,7 @@ from agentops.runtime.trace import trace_append
 from approvals import services as approvals
 from approvals.models import RequestStatus
 from approvals.selectors import approval_request_latest
-from approvals.services import approvals_expire_due
+from approvals.services import approvals_close_overtaken, approvals_expire_due
 
 # Requests still waiting for a human: pending, or stale until someone asks for a fresh one.
 OPEN_REQUEST_STATUSES = frozenset({RequestStatus.PENDING, RequestStatus.STALE})
@@ -89,6 +89,7 @@ def sweep() -> dict[str, int]:
             saga_resume(lock_run(run_id))
     counts["settled_claims"] = _settle_abandoned_claims(now)
     counts["expired_approvals"] = approvals_expire_due(now=now)
+    counts["overtaken_approvals"] = approvals_close_overtaken()
     counts["decisions_resumed"] = _resume_decided(stale)
     IdempotencyRecord.objects.filter(expires_at__lt=now).delete()
     # A 2026-07-28 client's requestStates and tasks past their expiry answer nothing any more.

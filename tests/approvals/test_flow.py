@@ -529,3 +529,40 @@ def test_the_same_key_after_an_approved_call_answers_its_booking_and_asks_nobody
     )
     assert gone["ok"] is False
     assert ApprovalRequest.objects.count() == 1
+
+
+def test_a_waiting_request_whose_slot_someone_else_took_is_closed_and_its_requester_told(
+    worker, e17, admin_user, approver, mailoutbox
+):
+    """Left open it would wait for days, and an approver could only refuse it: the sweep
+    closes it as no longer possible, the run ends saying why, the requester gets a mail."""
+    run, request = waiting_run(e17)
+    booking_reserve(  # an admin books the same window of R16 directly
+        user=admin_user,
+        room_code="R16",
+        start_at=START,
+        end_at=END,
+        attendees=2,
+        idempotency_key="taken",
+    )
+    e17.email = "e17@example.com"
+    e17.save(update_fields=["email"])
+
+    assert sweeper.sweep()["overtaken_approvals"] == 1
+
+    request.refresh_from_db()
+    assert request.status == "overtaken"
+    run = wait_for_run(run.pk)
+    assert (run.status, run.outcome) == ("failed", "not_done")
+    assert "R16" in run.reply and "taken" in run.reply
+    assert Action.objects.get(pk=request.action_ref).status == "rejected"
+    assert not Booking.objects.filter(requester=e17).exists()
+    assert ApprovalAudit.objects.filter(request=request, event="overtaken").exists()
+    mail = wait_until(
+        lambda: next((m for m in mailoutbox if "e17@example.com" in m.to), None),
+        message="the requester's mail",
+    )
+    assert "No longer possible" in mail.subject
+    assert "was taken meanwhile" in mail.body
+    # Nothing left for an approver to decide; a second sweep closes nothing.
+    assert sweeper.sweep()["overtaken_approvals"] == 0
