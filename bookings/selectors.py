@@ -14,6 +14,7 @@ from django.contrib.auth.models import Group
 from django.db import connection, transaction
 from django.db.models import Exists, Max, Q, Value
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from accounts.models import Role, User
 from accounts.selectors import user_roles
@@ -456,15 +457,33 @@ def _decode_cursor(cursor: str) -> int:
     return value
 
 
+def booking_cursor_encode(booking_id: int) -> str:
+    """A list page's next_cursor: the last booking listed (the list is newest first by id)."""
+    return _encode_cursor(booking_id)
+
+
 def booking_list_for_user(
-    *, user: User, limit: int = DEFAULT_PAGE, cursor: str | None = None, upcoming_only: bool = False
+    *,
+    user: User,
+    limit: int = DEFAULT_PAGE,
+    cursor: str | None = None,
+    upcoming_only: bool = False,
+    start_at: datetime | None = None,
+    end_at: datetime | None = None,
 ) -> BookingPage:
-    """The user's bookings, newest first, a page at a time (keyset on id)."""
+    """The user's bookings, newest first, a page at a time (keyset on id). With ``start_at``
+    and/or ``end_at`` (aware), only those overlapping that window, either end open: ending
+    after ``start_at``, starting before ``end_at``."""
     if not isinstance(limit, int) or limit < 1 or limit > MAX_PAGE:
         raise BookingError("invalid_input", "bad_limit", f"limit must be 1 to {MAX_PAGE}.")
+    _check_list_window(start_at, end_at)
     qs = Booking.objects.select_related("room").filter(requester=user).order_by("-id")
     if upcoming_only:
         qs = qs.filter(Q(during__endswith__gt=timezone.now()))
+    if start_at is not None:
+        qs = qs.filter(during__endswith__gt=start_at)
+    if end_at is not None:
+        qs = qs.filter(during__startswith__lt=end_at)
     if cursor:
         qs = qs.filter(id__lt=_decode_cursor(cursor))
     rows = list(qs[: limit + 1])
@@ -475,6 +494,41 @@ def booking_list_for_user(
         next_cursor=_encode_cursor(items[-1].id) if has_more else None,
         has_more=has_more,
     )
+
+
+def booking_list_all(
+    *, user: User, start_at: datetime | None = None, end_at: datetime | None = None
+) -> list[Booking]:
+    """Every booking of the user overlapping the window (as booking_list_for_user), newest
+    first: all pages read, for a caller in the process that must decide from the whole set."""
+    found: list[Booking] = []
+    cursor = None
+    while True:
+        page = booking_list_for_user(
+            user=user, limit=MAX_PAGE, cursor=cursor, start_at=start_at, end_at=end_at
+        )
+        found += page.items
+        if not page.has_more:
+            return found
+        cursor = page.next_cursor
+
+
+def _check_list_window(start_at: datetime | None, end_at: datetime | None) -> None:
+    for value in (start_at, end_at):
+        if value is not None and (value.tzinfo is None or value.utcoffset() is None):
+            raise BookingError(
+                "invalid_input",
+                "naive_datetime",
+                gettext_noop("A time of the window has no UTC offset."),
+                gettext_noop("Send ISO 8601 with an offset, e.g. 2026-09-28T14:00:00+08:00."),
+            )
+    if start_at is not None and end_at is not None and end_at <= start_at:
+        raise BookingError(
+            "invalid_input",
+            "bad_window",
+            gettext_noop("The window's end must be after its start."),
+            gettext_noop("Swap or correct from and to."),
+        )
 
 
 def booking_lookup_change(*, idempotency_key: str) -> BookingChange | None:

@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 
 from agentops.contract import Reason, Signal, ToolSpec
+from agentops.contract.exports import TRUNCATED
 from agentops.selectors import MAX_REQUEST_CHARS, ScopeIn, tools_all
 
 REF = "#/components/schemas/{model}"
@@ -81,10 +82,7 @@ def _success(data: dict[str, Any]) -> dict[str, Any]:
             "data": data,
             "next_cursor": {"type": ["string", "null"]},
             "observed_at": {"type": ["string", "null"]},
-            "truncated": {
-                "type": "boolean",
-                "description": "The answer was cut to the tool's max_output_bytes (see hint).",
-            },
+            "truncated": {"type": "boolean", "description": TRUNCATED},
             "hint": {"type": "string"},
         },
     }

@@ -27,6 +27,7 @@ from agentops.contract.governance import (
     on_run_finished,
     run_finished_announce,
 )
+from agentops.contract.paging import envelope_bytes, is_page, page_fitted
 from agentops.contract.planning import (
     Assistant,
     ConversationTurn,
@@ -96,13 +97,16 @@ __all__ = [
     "broadcast_unlisten",
     "call_reads",
     "canonical_json",
+    "envelope_bytes",
     "failure",
     "governed_call",
     "install_broadcaster",
     "install_governor",
+    "is_page",
     "message_json",
     "message_text",
     "on_run_finished",
+    "page_fitted",
     "read_once",
     "run_finished_announce",
     "success",

@@ -48,6 +48,13 @@ def openai_function(spec: ToolSpec[Any]) -> dict[str, Any]:
     }
 
 
+TRUNCATED = (
+    "The answer was cut to the tool's max_output_bytes (see hint). A page of a list "
+    "(has_more, next_cursor) never loses items to the cut: it shrinks to fit and keeps its "
+    "cursor, or is refused (page_too_large)."
+)
+
+
 def envelope_schema(data: dict[str, Any]) -> dict[str, Any]:
     """The JSON Schema of a result envelope (MCP's ``structuredContent``, on success and on
     error alike) whose ``data`` is described by ``data``. Definitions move to the root so that
@@ -67,6 +74,7 @@ def envelope_schema(data: dict[str, Any]) -> dict[str, Any]:
             "code": {"type": "string"},
             "message": {"type": "string"},
             "hint": {"type": "string"},
+            "truncated": {"type": "boolean", "description": TRUNCATED},
             "retry_after_ms": {"type": ["integer", "null"]},
             "pending": {"type": "object"},
         },

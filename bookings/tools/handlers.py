@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from agentops.contract import CallContext, ToolError, success
+from agentops.contract import CallContext, Reason, ToolError, page_fitted, success
 from bookings import selectors, services
 from bookings.errors import BookingError
 from bookings.models import Booking, BookingChange
@@ -21,9 +21,9 @@ from bookings.tools.schemas import (
     FindAvailableRoomsInput,
     FindAvailableRoomsOutput,
     ListMyBookingsInput,
-    ListMyBookingsOutput,
     ReserveRoomInput,
     ReserveRoomOutput,
+    RoomCandidate,
 )
 
 NOTES_MAX = 80
@@ -66,6 +66,16 @@ def _domain_errors[**P, R](fn: Callable[P, R]) -> Callable[P, R]:
 # --- handlers ---------------------------------------------------------------------------------
 
 
+def _page_too_large(tool: str) -> ToolError:
+    """Not even one item fits the tool's size cap: a page of none could not move on."""
+    return ToolError(
+        Reason.OUTPUT_TOO_LARGE,
+        "page_too_large",
+        f"One item of {tool} is larger than its answer may be.",
+        "Report it: this list cannot be read through this tool.",
+    )
+
+
 @_domain_errors
 def find_available_rooms(ctx: CallContext, args: FindAvailableRoomsInput) -> dict[str, Any]:
     found = selectors.room_search(
@@ -76,52 +86,69 @@ def find_available_rooms(ctx: CallContext, args: FindAvailableRoomsInput) -> dic
         user=ctx.user,
     )
     observed_at = found[0].observed_at if found else datetime.now().astimezone()
+    # The pages' order is (capacity, code), compared as the cursor compares it.
+    found.sort(key=lambda a: (a.room.capacity, a.room.code))
     after = selectors.room_cursor_decode(args.cursor) if args.cursor else None
-    if after is not None:  # the order is (capacity, code): the page starts after that room
+    if after is not None:  # the page starts after that room
         found = [a for a in found if (a.room.capacity, a.room.code) > after]
     page, more = found[: args.limit], len(found) > args.limit
     rooms = [
-        {
-            "room_id": a.room.code,
-            "name": a.room.name,
-            "capacity": a.room.capacity,
-            "equipment": a.room.equipment,
-            "floor": a.room.floor,
-            "department": a.room.department,
-            "requires_approval": a.room.requires_approval,
-            "version": a.version,
-            "notes_quote": _quote(a.room.notes),
-        }
+        RoomCandidate.model_validate(
+            {
+                "room_id": a.room.code,
+                "name": a.room.name,
+                "capacity": a.room.capacity,
+                "equipment": a.room.equipment,
+                "floor": a.room.floor,
+                "department": a.room.department,
+                "requires_approval": a.room.requires_approval,
+                "version": a.version,
+                "notes_quote": _quote(a.room.notes),
+            }
+        ).model_dump(mode="json")
         for a in page
     ]
-    data = {
-        "rooms": rooms,
-        "observed_at": observed_at,
-        "truncated": more,
-        "has_more": more,
-        "next_cursor": (
-            selectors.room_cursor_encode(page[-1].room.capacity, page[-1].room.code)
-            if more
+    rest = FindAvailableRoomsOutput.model_validate(
+        {
+            "rooms": [],
+            "observed_at": observed_at,
+            "truncated": False,
+            "named_room": _named_room(ctx, args, args.room_id) if args.room_id else None,
+            "largest_capacity": None if found else selectors.room_largest_capacity(user=ctx.user),
+            "own_bookings": [
+                {
+                    "booking_id": b.code,
+                    "room_id": b.room.code,
+                    "start_at": b.during.lower,
+                    "end_at": b.during.upper,
+                }
+                for b in selectors.booking_list_overlapping(
+                    user=ctx.user, start_at=args.start_at, end_at=args.end_at
+                )
+            ],
+        }
+    ).model_dump(mode="json")
+
+    def answer(n: int) -> dict[str, Any]:
+        has_more = more or n < len(page)
+        last = page[n - 1].room if n else None
+        cursor = (
+            selectors.room_cursor_encode(last.capacity, last.code)
+            if has_more and last is not None
             else None
-        ),
-        "named_room": _named_room(ctx, args, args.room_id) if args.room_id else None,
-        "largest_capacity": None if found else selectors.room_largest_capacity(user=ctx.user),
-        "own_bookings": [
-            {
-                "booking_id": b.code,
-                "room_id": b.room.code,
-                "start_at": b.during.lower,
-                "end_at": b.during.upper,
-            }
-            for b in selectors.booking_list_overlapping(
-                user=ctx.user, start_at=args.start_at, end_at=args.end_at
-            )
-        ],
-    }
-    return success(
-        FindAvailableRoomsOutput.model_validate(data).model_dump(mode="json"),
-        observed_at=observed_at,
-    )
+        )
+        data = rest | {
+            "rooms": rooms[:n],
+            "truncated": has_more,
+            "has_more": has_more,
+            "next_cursor": cursor,
+        }
+        return success(data, next_cursor=cursor, observed_at=observed_at)
+
+    shown, envelope = page_fitted(len(rooms), answer, ctx.max_output_bytes)
+    if rooms and not shown:
+        raise _page_too_large("find_available_rooms")
+    return envelope
 
 
 def _named_room(ctx: CallContext, args: FindAvailableRoomsInput, code: str) -> dict[str, Any]:
@@ -140,6 +167,7 @@ def _named_room(ctx: CallContext, args: FindAvailableRoomsInput, code: str) -> d
             "free": False,
         }
     room, free = named
+    fits = room.capacity >= args.attendees and set(args.equipment) <= set(room.equipment)
     return {
         "room_id": room.code,
         "exists": True,
@@ -147,6 +175,8 @@ def _named_room(ctx: CallContext, args: FindAvailableRoomsInput, code: str) -> d
         "capacity": room.capacity,
         "equipment": room.equipment,
         "free": free,
+        "available": room.bookable and fits and free,
+        "version": room.schedule_version,
     }
 
 
@@ -222,13 +252,25 @@ def get_booking(ctx: CallContext, args: BookingRef) -> dict[str, Any]:
 
 @_domain_errors
 def list_my_bookings(ctx: CallContext, args: ListMyBookingsInput) -> dict[str, Any]:
-    page = selectors.booking_list_for_user(user=ctx.user, limit=args.limit, cursor=args.cursor)
-    data = {
-        "bookings": [booking_out(b) for b in page.items],
-        "next_cursor": page.next_cursor,
-        "has_more": page.has_more,
-    }
-    return success(
-        ListMyBookingsOutput.model_validate(data).model_dump(mode="json"),
-        next_cursor=page.next_cursor,
+    page = selectors.booking_list_for_user(
+        user=ctx.user,
+        limit=args.limit,
+        cursor=args.cursor,
+        start_at=args.from_,
+        end_at=args.to,
     )
+    bookings = [
+        BookingOut.model_validate(booking_out(b)).model_dump(mode="json") for b in page.items
+    ]
+
+    def answer(n: int) -> dict[str, Any]:
+        # Fewer than read (the cap): more follow, from just after the last one listed.
+        has_more = page.has_more or n < len(bookings)
+        cursor = selectors.booking_cursor_encode(page.items[n - 1].id) if has_more and n else None
+        data = {"bookings": bookings[:n], "next_cursor": cursor, "has_more": has_more}
+        return success(data, next_cursor=cursor)
+
+    shown, envelope = page_fitted(len(bookings), answer, ctx.max_output_bytes)
+    if bookings and not shown:
+        raise _page_too_large("list_my_bookings")
+    return envelope

@@ -67,6 +67,14 @@ class NamedRoom(Strict):
     capacity: int | None
     equipment: list[str]
     free: bool = Field(description="No confirmed booking overlaps the window")
+    available: bool = Field(
+        default=False,
+        description="It exists, is bookable, seats the people, has the equipment and is free: "
+        "bookable now with version, whether or not this page of rooms lists it",
+    )
+    version: int | None = Field(
+        default=None, description="Schedule version when read; pass it as expected_version"
+    )
 
 
 class OwnBooking(Strict):
@@ -169,14 +177,43 @@ class BookingRef(Strict):
 
 
 class ListMyBookingsInput(Strict):
-    limit: int = Field(default=10, ge=1, le=50)
-    cursor: str | None = Field(default=None, max_length=200)
+    # "from" is a Python keyword: the fields are from_/to here, "from"/"to" on the wire (and in
+    # what the runtime stores of a call, which it validates again).
+    model_config = ConfigDict(extra="forbid", strict=True, serialize_by_alias=True)
+
+    limit: int = Field(
+        default=10,
+        ge=1,
+        le=50,
+        description="Bookings per page, at most (default 10); a page may hold fewer to fit "
+        "the answer's size cap, and then has_more is true",
+    )
+    cursor: str | None = Field(
+        default=None,
+        max_length=200,
+        description="next_cursor of the previous page, unchanged (with the same from/to)",
+    )
+    from_: AwareDatetime | None = Field(
+        default=None,
+        alias="from",
+        description="Only bookings that end after this time: ISO 8601 with offset, e.g. "
+        "2026-09-28T00:00:00+08:00",
+    )
+    to: AwareDatetime | None = Field(
+        default=None,
+        description="Only bookings that start before this time (after from): ISO 8601 with "
+        "offset. from and to together: the bookings overlapping that window",
+    )
 
 
 class ListMyBookingsOutput(Strict):
     bookings: list[BookingOut]
-    next_cursor: str | None
-    has_more: bool
+    next_cursor: str | None = Field(
+        description="Pass as cursor for the next page; null only when has_more is false"
+    )
+    has_more: bool = Field(
+        description="More bookings follow this page: false only on the last page of the set"
+    )
 
 
 class ChangeBookingOutput(BookingOut):

@@ -1,6 +1,6 @@
 """Tool output is data: room notes and answers that carry instructions never change what the
 runtime does, and an answer over a tool's max_output_bytes is cut with a hint, never passed
-whole."""
+whole; a page of a list is never cut: the tool fits it, or the runtime refuses it."""
 
 from __future__ import annotations
 
@@ -132,21 +132,86 @@ def _find() -> dict:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_long_list_is_cut_to_the_cap_with_a_hint(e17, monkeypatch):
+def test_a_page_over_the_cap_shrinks_and_keeps_its_cursor(e17, monkeypatch):
     whole = tool_call_governed(user=e17, name="find_available_rooms", arguments=_find())
     _capped(monkeypatch, "find_available_rooms", 1200)
-    cut = tool_call_governed(user=e17, name="find_available_rooms", arguments=_find())
+    page = tool_call_governed(user=e17, name="find_available_rooms", arguments=_find())
 
-    size = len(json.dumps(cut).encode())
+    size = len(json.dumps(page).encode())
     assert size <= 1200 < len(json.dumps(whole).encode())
-    assert cut["ok"] is True and cut["truncated"] is True
-    assert "cut" in cut["hint"] and "smaller limit" in cut["hint"]
-    rooms = cut["data"]["rooms"]
+    assert page["ok"] is True and "truncated" not in page  # the tool fitted it: nothing cut
+    rooms = page["data"]["rooms"]
     assert 0 < len(rooms) < len(whole["data"]["rooms"])
     assert rooms == whole["data"]["rooms"][: len(rooms)]  # a prefix, items never mangled
-    stored = Action.objects.filter(tool="find_available_rooms").order_by("created_at").last()
-    assert stored.result == cut
-    assert AgentRun.objects.filter(status="succeeded").count() == 2
+    assert page["data"]["has_more"] is True and page["next_cursor"] == page["data"]["next_cursor"]
+    after = tool_call_governed(
+        user=e17,
+        name="find_available_rooms",
+        arguments=_find() | {"cursor": page["data"]["next_cursor"]},
+    )
+    assert after["data"]["rooms"][0] == whole["data"]["rooms"][len(rooms)]  # exactly after
+    stored = Action.objects.filter(tool="find_available_rooms").order_by("created_at")[1]
+    assert stored.result == page
+    assert AgentRun.objects.filter(status="succeeded").count() == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_long_list_that_is_not_a_page_is_cut_to_the_cap_with_a_hint(e17, monkeypatch):
+    items = [{"room_id": f"R{n}", "note": "x" * 40} for n in range(100)]
+
+    def listing(ctx, args):
+        return success({"items": items, "room_id": "R7"})
+
+    _capped(monkeypatch, "find_available_rooms", 1200, handler=listing)
+    cut = tool_call_governed(user=e17, name="find_available_rooms", arguments=_find())
+
+    assert len(json.dumps(cut).encode()) <= 1200
+    assert cut["ok"] is True and cut["truncated"] is True
+    assert "cut" in cut["hint"] and "smaller limit" in cut["hint"]
+    assert 0 < len(cut["data"]["items"]) < 100
+    assert cut["data"]["items"] == items[: len(cut["data"]["items"])]
+
+
+@pytest.mark.parametrize("more", [False, True])
+@pytest.mark.django_db(transaction=True)
+def test_a_page_the_runtime_would_have_to_cut_is_refused_never_passed_as_whole(
+    e17, monkeypatch, more
+):
+    """A tool that does not fit its own page: the runtime cannot make the cursor to what it
+    would drop, so it never passes a shortened page (issue 36: 25 of 30 bookings, has_more
+    false; or a cursor past the dropped ones)."""
+    rooms = [{"room_id": f"R{n}", "note": "x" * 40} for n in range(100)]
+
+    def unfitted(ctx, args):
+        data = {"rooms": rooms, "has_more": more, "next_cursor": "after-R99" if more else None}
+        return success(data, next_cursor=data["next_cursor"])
+
+    _capped(monkeypatch, "find_available_rooms", 1200, handler=unfitted)
+    answer = tool_call_governed(user=e17, name="find_available_rooms", arguments=_find())
+
+    assert (answer["ok"], answer["reason"], answer["code"]) == (
+        False,
+        "output_too_large",
+        "page_too_large",
+    )
+    assert "smaller limit" in answer["hint"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_page_with_long_texts_keeps_every_item_and_its_cursor(e17, monkeypatch):
+    rooms = [{"room_id": f"R{n}", "note": "y" * 2000} for n in range(3)]
+    cursor = "c" * 300  # longer than a shortened text: kept whole all the same
+
+    def wordy(ctx, args):
+        return success({"rooms": rooms, "has_more": True, "next_cursor": cursor})
+
+    _capped(monkeypatch, "find_available_rooms", 1600, handler=wordy)
+    answer = tool_call_governed(user=e17, name="find_available_rooms", arguments=_find())
+
+    assert answer["ok"] is True and answer["truncated"] is True
+    assert [r["room_id"] for r in answer["data"]["rooms"]] == ["R0", "R1", "R2"]
+    assert answer["data"]["next_cursor"] == cursor and answer["data"]["has_more"] is True
+    assert "no item was left out" in answer["hint"]
 
 
 @pytest.mark.django_db(transaction=True)
