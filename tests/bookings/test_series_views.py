@@ -180,7 +180,10 @@ def test_this_and_the_following_shows_the_meetings_cancelled_without_a_reload(as
     ).content.decode()
 
     assert "Cancelled 2 meetings." in answer
-    meetings = answer.split('<div id="series-meetings" hx-swap-oob="true">', 1)[1]
+    assert "See the series" not in answer  # it is this page
+    meetings = answer.split(
+        '<div id="series-meetings" class="series-meetings" hx-swap-oob="true">', 1
+    )[1]
     status = dict(re.findall(r'data-booking="(B\d+)" data-status="(\w+)"', meetings))
     assert status == {codes[0]: "confirmed", codes[1]: "cancelled", codes[2]: "cancelled"}
     assert meetings.count("This and the following") == 1  # only the confirmed one offers it

@@ -158,7 +158,7 @@ def test_after_a_refused_change_the_page_changes_again_and_free_instead_moves_it
         offer = page.locator('#change-outcome [data-move-to="R9"]').first
         expect(offer).to_be_visible()
         press(offer, width)
-        expect(page.locator("#change-picked")).to_be_visible()
+        expect(page.locator("[data-picked]")).to_be_visible()
         expect(page.locator("#change-room")).to_have_value("R9")
         picked = page.locator('input[name="start"]').input_value()
         assert picked not in {"16:00", ""}
@@ -166,6 +166,7 @@ def test_after_a_refused_change_the_page_changes_again_and_free_instead_moves_it
         shot(page, "change-picked", width)
         press(save, width)
         expect(page.locator(f'[data-changed="{booking.code}"]')).to_be_visible()
+        expect(page.locator("[data-picked]")).to_have_count(0)  # said before the save only
         shot(page, "change-moved", width)
     after = Booking.objects.get(pk=booking.pk)
     at = timezone.localtime(after.start_at)
