@@ -7,6 +7,7 @@ from datetime import datetime
 from django import template
 from django.utils.translation import gettext
 
+from accounts.models import Department
 from bookings import rules
 
 register = template.Library()
@@ -29,8 +30,16 @@ def iso_datetime(value: str) -> datetime | str:
 
 @register.filter
 def reasons_text(reasons: Iterable[tuple[str, dict]]) -> str:
-    """Why a room waits for an approver ((msgid, params) pairs), in the reader's language."""
-    return " ".join(gettext(msgid) % params for msgid, params in reasons)
+    """Why a room waits for an approver ((msgid, params) pairs), in the reader's language: a
+    department by its label (the stored value is an English name)."""
+    return " ".join(gettext(msgid) % _labelled(params) for msgid, params in reasons)
+
+
+def _labelled(params: dict) -> dict:
+    department = params.get("department")
+    if department in Department.values:
+        return params | {"department": Department(department).label}
+    return params
 
 
 @register.simple_tag

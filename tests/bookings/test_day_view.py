@@ -378,3 +378,10 @@ def test_a_change_link_with_a_bad_pick_shows_the_booking_as_it_is(as_e17, e17):
     ).text
     assert "data-picked" not in page
     assert re.search(r'<option value="R7" selected>', page)
+
+
+def test_in_chinese_a_rooms_department_is_named_in_chinese_in_why_it_needs_approval(as_e17):
+    day = slot(days=1)[0].date().isoformat()
+    html = as_e17.get(reverse("bookings:day"), {"date": day}, HTTP_ACCEPT_LANGUAGE="zh-Hans").text
+    why = html.split('data-room="R12"', 1)[1].split("</th>", 1)[0]
+    assert "R12 属于销售部" in why and "Sales" not in why
