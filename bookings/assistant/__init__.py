@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -119,9 +119,12 @@ def move_plan(
             found = [selectors.booking_get(user=subject, code=ask.code)]
         except BookingError:
             found = []
-    else:
-        found = list(
-            selectors.booking_list_for_user(user=subject, limit=50, upcoming_only=True).items
+    else:  # every one of them the words may name: that day's, else all not ended yet
+        day = datetime(ask.day.year, ask.day.month, ask.day.day, tzinfo=tz) if ask.day else None
+        found = selectors.booking_list_all(
+            user=subject,
+            start_at=day or local,
+            end_at=day + timedelta(days=1) if day else None,
         )
     bookings = [booking_out(b) for b in found]
     return ask, resolve_move(ask, bookings, local)

@@ -7,7 +7,8 @@ someone else named)."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from agentops.contract import ModelContext, Observation, Proposal, Step, StepOutcome
@@ -24,7 +25,14 @@ PERIOD_HOURS = {
     "pm": range(12, 18),
     "evening": range(17, 21),
 }
-PAGE = 50
+PAGE = 50  # asked per page; a page holds fewer when the tool's size cap needs (has_more then)
+# What a run may read for one answer (agentops' default budgets: 12 tool calls, 8 turns): an
+# availability answer's searches, and the pages of one's bookings (one a turn, the last turn
+# answers). A set larger than that is never answered as if whole: the reply says it read part.
+READ_CALLS = 12
+LIST_PAGES = 7
+# How many free rooms an availability answer lists at most; more: it says more are free.
+LISTED_ROOMS = 24
 # The part of the day a list of one's bookings is read in ("what do I have tomorrow afternoon"):
 # a booking overlapping it is in it. Wider than the hours searched for a free room: a booking
 # at 8:00 is in the morning.
@@ -136,57 +144,176 @@ def _availability(
     windows = _windows(reading, now)
     if not windows:
         return Step(message=replies.day_over(language), outcome=StepOutcome.DONE)
-    searches = [
-        {
-            "start_at": s.isoformat(),
-            "end_at": e.isoformat(),
-            "attendees": frame.attendees or 1,
-            "equipment": list(frame.equipment),
-            **({"room_id": frame.rooms[0]} if len(frame.rooms) == 1 else {}),
-        }
-        for s, e in windows
-    ]
     found = [o for o in ctx.history if o.tool == "find_available_rooms"]
-    if not found:
-        return Step([Proposal("find_available_rooms", args) for args in searches])
-    if any(not o.result.get("ok") for o in found):
-        bad = next(o for o in found if not o.result.get("ok"))
+    bad = next((o for o in found if not o.result.get("ok")), None)
+    if bad is not None:
         return Step(
             message=replies.search_refused(language, bad.result), outcome=StepOutcome.GAVE_UP
         )
+    search = {"attendees": frame.attendees or 1, "equipment": list(frame.equipment)}
+    if frame.rooms:
+        return _named_availability(ctx, reading, names, windows, search, found)
+    return _any_availability(ctx, reading, names, windows, search, found)
+
+
+def _window_args(window: tuple[datetime, datetime], search: dict[str, Any]) -> dict[str, Any]:
+    return {"start_at": window[0].isoformat(), "end_at": window[1].isoformat(), **search}
+
+
+def _named_availability(
+    ctx: ModelContext,
+    reading: Reading,
+    names: Mapping[str, str],
+    windows: list[tuple[datetime, datetime]],
+    search: dict[str, Any],
+    found: list[Observation],
+) -> Step:
+    """The rooms the person named, each asked about by name in every window: the search's
+    named_room answers for that room wherever it would sort among the free ones. As many rooms
+    as the run's reads allow; the others are said to be unchecked."""
+    asked = list(reading.frame.rooms)
+    checked = asked[: max(1, READ_CALLS // len(windows))]
+    if not found:
+        return Step(
+            [
+                Proposal(
+                    "find_available_rooms", _window_args(w, search) | {"room_id": code, "limit": 1}
+                )
+                for code in checked
+                for w in windows
+            ]
+        )
     free: dict[str, list[tuple[datetime, datetime]]] = {}
     for o in found:
-        start = datetime.fromisoformat(o.arguments["start_at"])
-        end = datetime.fromisoformat(o.arguments["end_at"])
-        for room in o.result.get("data", {}).get("rooms", []):
-            free.setdefault(room["room_id"], []).append((start, end))
-    if frame.rooms:
-        free = {code: spans for code, spans in free.items() if code in frame.rooms}
-    order = _rank(found, ctx.subject.get("department", ""))
-    free = {code: free[code] for code in order if code in free}
+        named = o.result.get("data", {}).get("named_room") or {}
+        if named.get("available"):
+            span = _span_of(o)
+            free.setdefault(named["room_id"], []).append(span)
+    return _answer(
+        reading,
+        names,
+        windows,
+        free={code: free[code] for code in checked if code in free},
+        asked_rooms=checked,
+        more=False,
+        unchecked=asked[len(checked) :],
+    )
+
+
+def _span_of(o: Observation) -> tuple[datetime, datetime]:
+    return (
+        datetime.fromisoformat(o.arguments["start_at"]),
+        datetime.fromisoformat(o.arguments["end_at"]),
+    )
+
+
+def _key(room: Mapping[str, Any]) -> tuple[int, str]:
+    """Where a room sorts on the search's pages (and in its cursor): capacity, then code."""
+    return int(room["capacity"]), str(room["room_id"])
+
+
+def _any_availability(
+    ctx: ModelContext,
+    reading: Reading,
+    names: Mapping[str, str],
+    windows: list[tuple[datetime, datetime]],
+    search: dict[str, Any],
+    found: list[Observation],
+) -> Step:
+    """Every room that fits, in every window, page after page while the run's reads allow.
+    Each window's pages list the free rooms in one order (capacity, code); a window whose last
+    page says has_more knows nothing of the rooms after that page's last. So the answer names
+    only the rooms up to the earliest such stop, each with all its free times, and says when
+    more rooms are free: it never reports a room busy (or missing) because its page was not
+    read."""
+    if not found:
+        return Step(
+            [
+                Proposal("find_available_rooms", _window_args(w, search) | {"limit": PAGE})
+                for w in windows
+            ]
+        )
+    pages: dict[tuple[datetime, datetime], list[Observation]] = {}
+    for o in found:
+        pages.setdefault(_span_of(o), []).append(o)
+    rooms: dict[str, dict[str, Any]] = {}
+    free: dict[str, list[tuple[datetime, datetime]]] = {}
+    # Where each window's read stopped short (its last page said has_more): the last room it
+    # listed, and the cursor on (None: no way on).
+    stops: dict[tuple[datetime, datetime], tuple[tuple[int, str], str | None]] = {}
+    for window, read in pages.items():
+        for o in read:
+            for room in o.result.get("data", {}).get("rooms", []):
+                rooms[room["room_id"]] = room
+                free.setdefault(room["room_id"], []).append(window)
+        last = read[-1].result.get("data", {})
+        listed = last.get("rooms") or []
+        if last.get("has_more"):
+            stop = _key(listed[-1]) if listed else (-1, "")
+            stops[window] = (stop, last.get("next_cursor"))
+    horizon = min((key for key, _ in stops.values()), default=None)
+    known = [code for code, room in rooms.items() if horizon is None or _key(room) <= horizon]
+    # More pages while the reads left can move the horizon: the nearest stops first, and
+    # every window stopped at the horizon among them.
+    left = READ_CALLS - len(found)
+    onward = sorted((key, w, cursor) for w, (key, cursor) in stops.items() if cursor)[:left]
+    lowest = {w for w, (key, _) in stops.items() if key == horizon}
+    if stops and len(known) < LISTED_ROOMS and lowest <= {w for _, w, _ in onward}:
+        return Step(
+            [
+                Proposal(
+                    "find_available_rooms",
+                    _window_args(window, search) | {"limit": PAGE, "cursor": cursor},
+                )
+                for _, window, cursor in onward
+            ]
+        )
+    ranked = [
+        code
+        for code in _rank(list(rooms.values()), ctx.subject.get("department", ""))
+        if code in known
+    ]
+    return _answer(
+        reading,
+        names,
+        windows,
+        free={code: free[code] for code in ranked[:LISTED_ROOMS]},
+        asked_rooms=[],
+        more=bool(stops) or len(ranked) > LISTED_ROOMS,
+    )
+
+
+def _answer(
+    reading: Reading,
+    names: Mapping[str, str],
+    windows: list[tuple[datetime, datetime]],
+    *,
+    free: dict[str, list[tuple[datetime, datetime]]],
+    asked_rooms: list[str],
+    more: bool,
+    unchecked: Sequence[str] = (),
+) -> Step:
     message = replies.availability(
-        language,
+        reading.language,
         free=free,
         names=names,
-        asked_rooms=list(frame.rooms),
+        asked_rooms=asked_rooms,
         day=windows[0][0],
         whole_slot=len(windows) == 1 and reading.start_at is not None,
-        people=frame.attendees,
+        people=reading.frame.attendees,
         searched=(windows[0][0], windows[-1][1]),
+        more=more,
+        unchecked=list(unchecked),
     )
     return Step(message=message, outcome=StepOutcome.DONE)
 
 
-def _rank(found: list[Observation], department: str) -> list[str]:
+def _rank(rooms: list[dict[str, Any]], department: str) -> list[str]:
     """The rooms found, best first as the booking planner ranks them (own department, no
     approval, smallest): the order the reply lists them in, so "the second one" is the one the
     person saw second."""
-    rooms = {}
-    for o in found:
-        for room in o.result.get("data", {}).get("rooms", []):
-            rooms[room["room_id"]] = room
     ranked = sorted(
-        rooms.values(),
+        rooms,
         key=lambda r: (
             r["requires_approval"],
             r["department"] != department,
@@ -200,22 +327,47 @@ def _rank(found: list[Observation], department: str) -> list[str]:
 # --- my bookings ------------------------------------------------------------------------------
 
 
-def _pages(ctx: ModelContext) -> tuple[list[dict[str, Any]], Observation | None]:
+@dataclass(frozen=True)
+class BookingsRead:
+    """The person's bookings as this run's pages of list_my_bookings read them."""
+
+    items: list[dict[str, Any]]
+    complete: bool  # the last page said has_more false: the whole (window of the) set was read
+    refused: Observation | None  # a page the tool or the gate refused
+
+
+def _read(ctx: ModelContext) -> BookingsRead:
     pages = [o for o in ctx.history if o.tool == "list_my_bookings"]
     items: list[dict[str, Any]] = []
     for o in pages:
         items.extend(o.result.get("data", {}).get("bookings", []))
-    return items, (pages[-1] if pages else None)
+    refused = next((o for o in pages if not o.result.get("ok")), None)
+    last = pages[-1].result.get("data", {}) if pages else {}
+    return BookingsRead(
+        items, bool(pages) and refused is None and not last.get("has_more"), refused
+    )
 
 
-def _list_step(ctx: ModelContext, last: Observation | None) -> Step | None:
-    """The next page to read, if any (at most three pages)."""
-    if last is None:
-        return Step([Proposal("list_my_bookings", {"limit": PAGE})])
+def list_window(day: tuple[datetime, datetime] | None, now: datetime) -> dict[str, str]:
+    """The window of one's bookings a question is about, as list_my_bookings' from/to: the day
+    (or week) it names, else what has not ended yet."""
+    if day is not None:
+        return {"from": day[0].isoformat(), "to": day[1].isoformat()}
+    return {"from": now.isoformat()}
+
+
+def _list_step(ctx: ModelContext, window: dict[str, str]) -> Step | None:
+    """The next page to read, if any: the first; then while the last says has_more, up to
+    LIST_PAGES pages (all with the first page's window)."""
+    pages = [o for o in ctx.history if o.tool == "list_my_bookings"]
+    if not pages:
+        return Step([Proposal("list_my_bookings", {"limit": PAGE, **window})])
+    last = pages[-1]
     data = last.result.get("data", {})
-    pages = sum(1 for o in ctx.history if o.tool == "list_my_bookings")
-    if last.result.get("ok") and data.get("has_more") and data.get("next_cursor") and pages < 3:
-        return Step([Proposal("list_my_bookings", {"limit": PAGE, "cursor": data["next_cursor"]})])
+    first = {k: v for k, v in pages[0].arguments.items() if k != "cursor"}
+    more = last.result.get("ok") and data.get("has_more") and data.get("next_cursor")
+    if more and len(pages) < LIST_PAGES:
+        return Step([Proposal("list_my_bookings", first | {"cursor": data["next_cursor"]})])
     return None
 
 
@@ -251,18 +403,24 @@ def _matching(items: list[dict[str, Any]], reading: Reading, now: datetime) -> l
 
 
 def _list(ctx: ModelContext, reading: Reading, names: Mapping[str, str], now: datetime) -> Step:
-    items, last = _pages(ctx)
-    step = _list_step(ctx, last)
+    step = _list_step(ctx, list_window(reading.day_window, now))
     if step is not None:
         return step
-    if last is not None and not last.result.get("ok"):
+    read = _read(ctx)
+    if read.refused is not None:
         return Step(
-            message=replies.search_refused(reading.language, last.result),
+            message=replies.search_refused(reading.language, read.refused.result),
             outcome=StepOutcome.GAVE_UP,
         )
-    chosen = _matching(items, reading, now)
+    chosen = _matching(read.items, reading, now)
     return Step(
-        message=replies.my_bookings(reading.language, chosen, names=names, when=reading.day_window),
+        message=replies.my_bookings(
+            reading.language,
+            chosen,
+            names=names,
+            when=reading.day_window,
+            read=None if read.complete else len(read.items),
+        ),
         outcome=StepOutcome.DONE,
     )
 
@@ -291,25 +449,29 @@ def _cancel(ctx: ModelContext, reading: Reading, names: Mapping[str, str], now: 
         return Step([Proposal("cancel_booking", {"booking_id": remaining[0]})])
     if done:
         return Step(outcome=StepOutcome.DONE)
-    items, last = _pages(ctx)
-    step = _list_step(ctx, last)
+    step = _list_step(ctx, list_window(reading.day_window, now))
     if step is not None:
         return step
-    if last is not None and not last.result.get("ok"):
+    read = _read(ctx)
+    if read.refused is not None:
         return Step(
-            message=replies.search_refused(language, last.result), outcome=StepOutcome.GAVE_UP
+            message=replies.search_refused(language, read.refused.result),
+            outcome=StepOutcome.GAVE_UP,
         )
-    chosen = _matching(items, reading, now)
+    chosen = _matching(read.items, reading, now)
+    partial = None if read.complete else len(read.items)
     if not chosen:
         return Step(
-            message=replies.nothing_to_cancel(language, when=reading.day_window),
+            message=replies.nothing_to_cancel(language, when=reading.day_window, read=partial),
             outcome=StepOutcome.ASK_USER,
         )
-    if len(chosen) == 1 and reading.ready and "which" not in reading.missing:
+    if len(chosen) == 1 and reading.ready and "which" not in reading.missing and read.complete:
         return Step([Proposal("cancel_booking", {"booking_id": chosen[0]["booking_id"]})])
-    # Several (or none named): the person confirms the list before anything is cancelled.
+    # Several, none named, or not all read (another may match too): the person confirms the
+    # list before anything is cancelled.
+    codes = [b["booking_id"] for b in chosen]
     return Step(
-        message=replies.confirm_cancel(language, [b["booking_id"] for b in chosen], chosen, names),
+        message=replies.confirm_cancel(language, codes, chosen, names, read=partial),
         outcome=StepOutcome.ASK_USER,
     )
 
@@ -349,14 +511,24 @@ def _move(
         ctx.goal, today=now.date(), rooms=rooms, conversation=conversation_dicts(ctx.conversation)
     )
     history = ctx.history
-    bookings = move_bookings(history)
-    if bookings is None:
-        if ask.code:
-            return Step([Proposal("get_booking", {"booking_id": ask.code})])
-        return Step([Proposal("list_my_bookings", {"limit": PAGE})])
+    if ask.code and move_bookings(history) is None:
+        return Step([Proposal("get_booking", {"booking_id": ask.code})])
+    read = None
+    if not ask.code:  # the day it names, else what has not ended: every page of it
+        step = _list_step(ctx, list_window(_day_of(ask.day, now), now))
+        if step is not None:
+            return step
+        read = _read(ctx)
+    bookings = move_bookings(history) or []
     plan = resolve_move(ask, bookings, now)
     delegation = ctx.delegation
     granted = "change_booking" in delegation.tools and delegation.max_writes > 0
+    if read is not None and not read.complete and plan.problem not in ("no_change",):
+        # Not all read: another booking may match as well (or the only one be unread).
+        message = replies.move_question(
+            language, "not_named", list(plan.candidates), names, read=len(read.items)
+        )
+        return Step(message=message, outcome=StepOutcome.ASK_USER)
     if plan.problem is not None or plan.booking is None:
         message = replies.move_question(
             language, plan.problem or "not_named", list(plan.candidates), names
@@ -382,6 +554,14 @@ def _move(
     assert plan.start_at is not None  # noqa: S101 (resolved: no problem)
     assert plan.end_at is not None  # noqa: S101
     return Step([_search(plan, plan.start_at, plan.end_at)])
+
+
+def _day_of(day: date | None, now: datetime) -> tuple[datetime, datetime] | None:
+    """A date's whole day in the run's time zone."""
+    if day is None:
+        return None
+    start = datetime(day.year, day.month, day.day, tzinfo=now.tzinfo)
+    return start, start + timedelta(days=1)
 
 
 def _confirm(language: str, plan: MovePlan, names: Mapping[str, str]) -> str:
@@ -446,8 +626,13 @@ def _change_or_say(
         return Step(
             message=replies.search_refused(language, last.result), outcome=StepOutcome.GAVE_UP
         )
-    free = {r["room_id"]: r for r in last.result.get("data", {}).get("rooms", [])}
-    room = free.get(plan.room)
+    data = last.result.get("data", {})
+    free = {r["room_id"]: r for r in data.get("rooms", [])}
+    named = data.get("named_room") or {}
+    # The search named the room: named_room answers for it wherever it sorts among the free.
+    room = free.get(plan.room) or (
+        named if named.get("room_id") == plan.room and named.get("available") else None
+    )
     outside = _outside(plan)
     if room is None and outside is not None and len(searches) == 1:
         return Step([_search(plan, *outside)])

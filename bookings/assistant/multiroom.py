@@ -11,6 +11,8 @@ from agentops.contract import ModelContext, Observation, Proposal, Step, StepOut
 from bookings.assistant import replies
 from bookings.assistant.parsing import BookingRequest
 
+PAGE = 50  # rooms asked of the search (a page holds fewer when its size cap needs)
+
 
 def propose(ctx: ModelContext, parsed: BookingRequest) -> Step:
     search = {
@@ -18,6 +20,7 @@ def propose(ctx: ModelContext, parsed: BookingRequest) -> Step:
         "end_at": parsed.end_at.isoformat(),
         "attendees": parsed.attendees or 1,  # no head count: any free room, booked whole
         "equipment": list(parsed.equipment),
+        "limit": PAGE,
     }
     history = ctx.history
     booked = {
@@ -39,12 +42,25 @@ def propose(ctx: ModelContext, parsed: BookingRequest) -> Step:
             outcome=StepOutcome.GAVE_UP,
         )
     found = _last_search(history)
-    if found is None or not found.result.get("ok"):
-        envelope = found.result if found else {"message": last.tool}
+    if found is None:
         return Step(
-            message=replies.search_refused(ctx.language, envelope), outcome=StepOutcome.GAVE_UP
+            message=replies.search_refused(ctx.language, {"message": last.tool}),
+            outcome=StepOutcome.GAVE_UP,
         )
-    free = {r["room_id"]: r for r in found.result.get("data", {}).get("rooms", [])}
+    refused = [o for o in [found, *_searches_since(history, found)] if not o.result.get("ok")]
+    if refused:
+        return Step(
+            message=replies.search_refused(ctx.language, refused[0].result),
+            outcome=StepOutcome.GAVE_UP,
+        )
+    free, unknown = _named_free(history, found, remaining)
+    if unknown:  # past the page the search listed: asked about by name
+        return Step(
+            [
+                Proposal("find_available_rooms", search | {"room_id": code, "limit": 1})
+                for code in unknown
+            ]
+        )
     missing = [code for code in remaining if code not in free]
     if (
         missing
@@ -57,7 +73,47 @@ def propose(ctx: ModelContext, parsed: BookingRequest) -> Step:
 
 
 def _last_search(history: list[Observation]) -> Observation | None:
-    return next((o for o in reversed(history) if o.tool == "find_available_rooms"), None)
+    """The last search of every room (not one asked by name)."""
+    return next(
+        (
+            o
+            for o in reversed(history)
+            if o.tool == "find_available_rooms" and not o.arguments.get("room_id")
+        ),
+        None,
+    )
+
+
+def _searches_since(history: list[Observation], found: Observation | None) -> list[Observation]:
+    """The searches by name made after the search of every room ``found``."""
+    if found is None:
+        return []
+    after = history[history.index(found) + 1 :]
+    return [o for o in after if o.tool == "find_available_rooms" and o.arguments.get("room_id")]
+
+
+def _named_free(
+    history: list[Observation], found: Observation, remaining: list[str]
+) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The named rooms free for the window (each with its version), and those the search's
+    page says nothing of: it said has_more, and they were not asked about by name since."""
+    data = found.result.get("data", {})
+    listed = {r["room_id"]: r for r in data.get("rooms", [])}
+    by_name = {
+        o.arguments["room_id"]: o.result.get("data", {}).get("named_room") or {}
+        for o in _searches_since(history, found)
+    }
+    free: dict[str, dict[str, Any]] = {}
+    unknown = []
+    for code in remaining:
+        if code in listed:
+            free[code] = listed[code]
+        elif code in by_name:
+            if by_name[code].get("available"):
+                free[code] = by_name[code]
+        elif data.get("has_more"):
+            unknown.append(code)
+    return free, unknown
 
 
 def _reserve(room: dict[str, Any], search: dict[str, Any], parsed: BookingRequest) -> dict:

@@ -166,6 +166,13 @@ class RulesPlanner:
         rooms = _free(found, reserves)
         if parsed.room_code:
             rooms = [r for r in rooms if r["room_id"] == parsed.room_code]
+            # The search named it: named_room says whether it can be had, wherever it sorts
+            # among the free rooms (this page of them may stop before it).
+            named = found.result.get("data", {}).get("named_room") or {}
+            taken = parsed.room_code in _conflicted(reserves)
+            if not rooms and named.get("room_id") == parsed.room_code and not taken:
+                rooms = [named] if named.get("available") else []
+            return rooms[0] if rooms else None
         ranked = _ranked(rooms, department)
         return ranked[0] if ranked else None
 

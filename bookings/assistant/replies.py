@@ -480,53 +480,91 @@ def availability(
     whole_slot: bool,
     people: int | None,
     searched: tuple[datetime, datetime],
+    more: bool = False,
+    unchecked: Sequence[str] = (),
 ) -> str:
     """The answer to an availability question: nothing is booked. ``searched``: from the first
-    hour searched to the end of the last (a day, or the part of it the person named)."""
+    hour searched to the end of the last (a day, or the part of it the person named). ``more``:
+    more rooms are free than ``free`` lists (each listed room's times are all of them);
+    ``unchecked``: named rooms not asked about (the run's reads ran out)."""
     with in_language(language):
-        when = _day(day)
-        if whole_slot:
-            if asked_rooms:
-                room = _join(_labels(asked_rooms, names))
-                if all(code in free for code in asked_rooms):
-                    return _(
-                        '%(room)s is free then (%(day)s). I booked nothing: say "book it" if you want it.'
-                    ) % {"room": room, "day": when}
-                return _("%(room)s is not free then (%(day)s). I booked nothing.") % {
-                    "room": room,
-                    "day": when,
-                }
-            if not free:
-                return _("No room is free then (%(day)s). I booked nothing.") % {"day": when}
-            rooms = _join(_labels(list(free), names))
-            if people:
+        answer = _availability(
+            free=free,
+            names=names,
+            asked_rooms=asked_rooms,
+            day=day,
+            whole_slot=whole_slot,
+            people=people,
+            searched=searched,
+        )
+        return sentences(
+            answer,
+            _(
+                "More rooms are free than I listed: name a room, or say how many people and "
+                "what equipment, to narrow it."
+            )
+            if more
+            else "",
+            _("I did not check %(rooms)s: ask about it on its own.")
+            % {"rooms": _join(_labels(unchecked, names))}
+            if unchecked
+            else "",
+        )
+
+
+def _availability(
+    *,
+    free: Mapping[str, list[tuple[datetime, datetime]]],
+    names: Mapping[str, str],
+    asked_rooms: list[str],
+    day: datetime,
+    whole_slot: bool,
+    people: int | None,
+    searched: tuple[datetime, datetime],
+) -> str:
+    when = _day(day)
+    if whole_slot:
+        if asked_rooms:
+            room = _join(_labels(asked_rooms, names))
+            if all(code in free for code in asked_rooms):
                 return _(
-                    "Free then for %(people)s people (%(day)s): %(rooms)s. I booked nothing: say which one to book."
-                ) % {"people": people, "day": when, "rooms": rooms}
-            return _("Free then (%(day)s): %(rooms)s. I booked nothing: say which one to book.") % {
+                    '%(room)s is free then (%(day)s). I booked nothing: say "book it" if you want it.'
+                ) % {"room": room, "day": when}
+            return _("%(room)s is not free then (%(day)s). I booked nothing.") % {
+                "room": room,
                 "day": when,
-                "rooms": rooms,
             }
         if not free:
-            return _("No room is free on %(day)s, %(span)s. I booked nothing.") % {
-                "day": when,
-                "span": _span(*searched),
-            }
-        lines = [
-            _("%(room)s: %(times)s")
-            % {
-                "room": room_label(code, names.get(code)),
-                "times": pgettext("list separator", ", ").join(
-                    _span(s, e) for s, e in _merged(free[code])
-                ),
-            }
-            for code in free
-        ]
-        return sentences(
-            _("Free times on %(day)s:") % {"day": when},
-            pgettext("list separator", ", ").join(lines) if len(lines) == 1 else "; ".join(lines),
-            _("I booked nothing: tell me the time and room to book."),
-        )
+            return _("No room is free then (%(day)s). I booked nothing.") % {"day": when}
+        rooms = _join(_labels(list(free), names))
+        if people:
+            return _(
+                "Free then for %(people)s people (%(day)s): %(rooms)s. I booked nothing: say which one to book."
+            ) % {"people": people, "day": when, "rooms": rooms}
+        return _("Free then (%(day)s): %(rooms)s. I booked nothing: say which one to book.") % {
+            "day": when,
+            "rooms": rooms,
+        }
+    if not free:
+        return _("No room is free on %(day)s, %(span)s. I booked nothing.") % {
+            "day": when,
+            "span": _span(*searched),
+        }
+    lines = [
+        _("%(room)s: %(times)s")
+        % {
+            "room": room_label(code, names.get(code)),
+            "times": pgettext("list separator", ", ").join(
+                _span(s, e) for s, e in _merged(free[code])
+            ),
+        }
+        for code in free
+    ]
+    return sentences(
+        _("Free times on %(day)s:") % {"day": when},
+        pgettext("list separator", ", ").join(lines) if len(lines) == 1 else "; ".join(lines),
+        _("I booked nothing: tell me the time and room to book."),
+    )
 
 
 def _booking_line(b: Mapping[str, Any], names: Mapping[str, str]) -> str:
@@ -546,24 +584,57 @@ def _booking_line(b: Mapping[str, Any], names: Mapping[str, str]) -> str:
     }
 
 
+PARTIAL_LISTED = 10  # bookings listed from a set not read whole (the soonest of those read)
+
+
+def _partial(read: int) -> str:
+    """That only part of the person's bookings was read (``read`` of them), and how to get the
+    rest. Within in_language."""
+    return _(
+        "You have more bookings than I can read for one answer (I read %(count)s). Ask about "
+        "one day, e.g. “what have I booked tomorrow?”, or see them all on the %(page)s page."
+    ) % {"count": read, "page": _("My bookings")}
+
+
 def my_bookings(
     language: str,
     bookings: Sequence[Mapping[str, Any]],
     *,
     names: Mapping[str, str],
     when: tuple[datetime, datetime] | None,
+    read: int | None = None,
 ) -> str:
+    """The person's bookings the question names. ``read``: only that many of their bookings
+    were read (not all): the answer says so and never claims the ones listed are all."""
     with in_language(language):
+        if read is not None:
+            soonest = "; ".join(_booking_line(b, names) for b in bookings[:PARTIAL_LISTED])
+            among = (
+                _("The soonest of those I read: %(lines)s.") % {"lines": soonest}
+                if bookings
+                else ""
+            )
+            return sentences(_partial(read), among)
+        lines = "; ".join(_booking_line(b, names) for b in bookings)
         if not bookings:
             if when is None:
                 return _("You have no upcoming bookings.")
             return _("You have no bookings then.")
-        lines = "; ".join(_booking_line(b, names) for b in bookings)
         return _("Your bookings: %(lines)s.") % {"lines": lines}
 
 
-def nothing_to_cancel(language: str, *, when: tuple[datetime, datetime] | None) -> str:
+def nothing_to_cancel(
+    language: str, *, when: tuple[datetime, datetime] | None, read: int | None = None
+) -> str:
     with in_language(language):
+        if read is not None:
+            return sentences(
+                _partial(read),
+                _(
+                    "I found none that matches among them, so I cancelled nothing. Which "
+                    "booking do you mean (e.g. B204)?"
+                ),
+            )
         if when is None:
             return _(
                 "You have no upcoming bookings, so I cancelled nothing. Did you mean another one?"
@@ -576,14 +647,18 @@ def confirm_cancel(
     codes: list[str],
     bookings: Sequence[Mapping[str, Any]],
     names: Mapping[str, str],
+    *,
+    read: int | None = None,
 ) -> str:
     with in_language(language):
         lines = "; ".join(_booking_line(b, names) for b in bookings) or _join(codes)
         if len(codes) == 1:
-            return _("Cancel %(lines)s? Say yes to cancel it?") % {"lines": lines}
-        return _(
-            "Which of these should I cancel: %(lines)s? Say yes to cancel all of them, or name one?"
-        ) % {"lines": lines}
+            question = _("Cancel %(lines)s? Say yes to cancel it?") % {"lines": lines}
+        else:
+            question = _(
+                "Which of these should I cancel: %(lines)s? Say yes to cancel all of them, or name one?"
+            ) % {"lines": lines}
+        return sentences(_partial(read), question) if read is not None else question
 
 
 def cancel_refused(language: str, envelope: dict) -> str:
@@ -605,9 +680,18 @@ def _where(room: str, start: datetime, end: datetime, names: Mapping[str, str]) 
 
 
 def move_question(
-    language: str, problem: str, candidates: list[Mapping[str, Any]], names: Mapping[str, str]
+    language: str,
+    problem: str,
+    candidates: list[Mapping[str, Any]],
+    names: Mapping[str, str],
+    *,
+    read: int | None = None,
 ) -> str:
-    """Why the move cannot be done as read, ending with a question."""
+    """Why the move cannot be done as read, ending with a question. ``read``: only that many of
+    the person's bookings were read (not all), said first."""
+    if read is not None:
+        with in_language(language):
+            return sentences(_partial(read), move_question(language, problem, candidates, names))
     with in_language(language):
         lines = "; ".join(_booking_line(b, names) for b in candidates)
         if problem == "several":

@@ -77,6 +77,8 @@ def test_a_room_that_is_not_bookable_is_named_and_free_rooms_are_offered(worker,
         "capacity": 6,
         "equipment": [],
         "free": True,
+        "available": False,  # free, but not open for booking
+        "version": 0,
     }
 
 
