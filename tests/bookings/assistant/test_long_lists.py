@@ -188,3 +188,13 @@ def test_moving_a_booking_into_a_named_room_past_the_first_page_moves_it(worker)
     assert answer.outcome == "succeeded", answer.reply
     mine.refresh_from_db()
     assert (mine.room.code, mine.during.lower) == ("R1499", at(day, "10:00"))
+
+
+def test_what_the_assistant_reads_for_one_answer_fits_a_runs_budgets():
+    """A read the budget refuses would end the answer as a failure: the assistant's own bounds
+    on reading (bookings.assistant.jobs) stay within the runtime's default budgets."""
+    from agentops.runtime.timing import DEFAULT_BUDGETS
+    from bookings.assistant import jobs
+
+    assert jobs.READ_CALLS <= min(DEFAULT_BUDGETS.max_tool_calls, DEFAULT_BUDGETS.max_proposals)
+    assert jobs.LIST_PAGES < DEFAULT_BUDGETS.max_turns  # one more turn answers
