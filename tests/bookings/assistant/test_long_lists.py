@@ -196,5 +196,6 @@ def test_what_the_assistant_reads_for_one_answer_fits_a_runs_budgets():
     from agentops.runtime.timing import DEFAULT_BUDGETS
     from bookings.assistant import jobs
 
-    assert jobs.READ_CALLS <= min(DEFAULT_BUDGETS.max_tool_calls, DEFAULT_BUDGETS.max_proposals)
-    assert jobs.LIST_PAGES < DEFAULT_BUDGETS.max_turns  # one more turn answers
+    reads, pages = jobs.READ_CALLS, jobs.LIST_PAGES
+    assert reads <= min(DEFAULT_BUDGETS.max_tool_calls, DEFAULT_BUDGETS.max_proposals)
+    assert pages < DEFAULT_BUDGETS.max_turns  # one more turn answers
