@@ -10,6 +10,7 @@ process, on the real Redis broker), and each case's writes are truncated away af
 The per-minute limits on run starts and tool calls are lifted for the benchmark's one asker.
 
     make bench-assistant                      # ASSISTANT_EVAL_RUNS=1 for one pass
+    make bench-assistant BENCH_ARGS="--domain --cases bench/heldout/heldout_1.jsonl"
 """
 
 from __future__ import annotations
@@ -66,6 +67,13 @@ def run_domain(cases, run_case, users):
         yield case, verdict
 
 
+def _cases_file() -> Path | None:
+    """``--cases FILE``: another set in the same format (a held-out set), else the dev set."""
+    if "--cases" not in sys.argv:
+        return None
+    return Path(sys.argv[sys.argv.index("--cases") + 1]).resolve()
+
+
 def main() -> None:
     import django
 
@@ -75,7 +83,7 @@ def main() -> None:
     from tests.bookings.assistant.harness import load_cases, run_case, users
 
     call_command("migrate", verbosity=0)
-    cases = load_cases()
+    cases = load_cases(_cases_file())
     passes: dict[str, list[bool]] = defaultdict(list)
     figures: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     failures = {}

@@ -35,8 +35,9 @@ WEEKDAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
 MAX_STEPS = 12
 
 
-def load_cases() -> list[dict[str, Any]]:
-    lines = CASES.read_text(encoding="utf-8").splitlines()
+def load_cases(path: Path | None = None) -> list[dict[str, Any]]:
+    """The cases of ``path`` (default: the development set, eval_cases.jsonl)."""
+    lines = (path or CASES).read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip() and not line.startswith("//")]
 
 
