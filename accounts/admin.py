@@ -27,7 +27,7 @@ from django.utils.translation import gettext, gettext_lazy, ngettext
 from accounts.forms import ThrottledAdminAuthenticationForm
 from accounts.models import ApiToken, AuditAction, AuditEntry, User
 from accounts.services import audit_record, login_unlock_by
-from accounts.views import throttled_status
+from accounts.views import throttled_response
 
 # Never copied into the audit log, even as "before/after": only their names.
 SECRET_FIELDS = frozenset({"password", "password1", "password2", "usable_password", "digest"})
@@ -223,7 +223,7 @@ _admin_login = admin.site.login
 
 
 def _throttled_admin_login(request: HttpRequest, extra_context: dict | None = None) -> Any:
-    return throttled_status(_admin_login(request, extra_context))
+    return throttled_response(request, _admin_login(request, extra_context))
 
 
 # Shadowing the bound method on the one site instance, on purpose (no AdminSite subclass).

@@ -1,9 +1,10 @@
 """The sign-in forms of the site and of the admin, throttled (accounts.throttle): a locked
-account or address is refused before its password is hashed, and hashing waits for one of the
-process's few hashing slots."""
+pair or address is refused before its password is hashed, an account past its slower bound waits
+for its turn, and hashing waits for one of the process's few hashing slots."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from django.conf import settings
@@ -16,6 +17,9 @@ from accounts import throttle
 from accounts.services import login_lockout_record
 
 BUSY_RETRY_AFTER_S = 5
+# Where a successful sign-in leaves the device cookie's new value for the view to set (as
+# Django's CSRF middleware leaves its token in request.META["CSRF_COOKIE"]).
+DEVICE_COOKIE_META = "ACCOUNTS_SIGNIN_DEVICE"
 
 # The mixin is only ever mixed into an AuthenticationForm; mypy checks it as one.
 if TYPE_CHECKING:
@@ -26,7 +30,8 @@ else:
 
 class ThrottledLogin(_LoginFormBase):
     """Mixed into an AuthenticationForm. After ``is_valid()`` is False, ``retry_after_s`` and
-    ``status`` say whether the refusal was a throttle (429: locked; 503: busy or Redis down)."""
+    ``status`` say whether the refusal was a throttle (429: locked or not its turn yet; 503:
+    busy or Redis down)."""
 
     retry_after_s: int = 0
     status: int = 200
@@ -49,6 +54,22 @@ class ThrottledLogin(_LoginFormBase):
             "locked",
         )
 
+    def _slowed(self, seconds: float) -> NoReturn:
+        whole = max(1, int(-(-seconds // 1)))
+        self._refuse(
+            429,
+            whole,
+            ngettext(
+                "Many failed sign-ins for this account: signing in to it is slowed down. "
+                "Try again in %(seconds)d second.",
+                "Many failed sign-ins for this account: signing in to it is slowed down. "
+                "Try again in %(seconds)d seconds.",
+                whole,
+            )
+            % {"seconds": whole},
+            "slowed",
+        )
+
     def _busy(self) -> NoReturn:
         self._refuse(
             503,
@@ -59,38 +80,51 @@ class ThrottledLogin(_LoginFormBase):
 
     def clean(self) -> dict[str, Any]:
         username = self.cleaned_data.get("username") or ""
-        if not username or not self.cleaned_data.get("password"):
+        if not username or not self.cleaned_data.get("password") or self.request is None:
             return super().clean()  # a required field's error; no hash
-        address = self.request.META.get("REMOTE_ADDR", "") if self.request else ""
+        client = throttle.signin_client(self.request, username=username)
         try:
-            lock = throttle.login_locked(username=username, address=address)
+            standing = throttle.login_standing(username=username, client=client)
+            if standing.lock is not None:
+                self._locked(standing.lock)
+            wait = throttle.login_turn(username=username, client=client, standing=standing)
         except throttle.ThrottleUnavailableError:
             self._busy()
-        if lock is not None:
-            self._locked(lock)
-        slot = throttle.hashing_slot()
-        if not slot.acquire(timeout=settings.LOGIN_HASH_WAIT_SECONDS):
+        if wait < 0:
+            self._slowed(-wait)
+        time.sleep(wait)  # the account's turn: a delay, not a refusal
+        slots = throttle.hashing_slots()
+        priority = throttle.hashing_priority(client=client, standing=standing)
+        if not slots.acquire(priority, timeout=settings.LOGIN_HASH_WAIT_SECONDS):
             self._busy()
         try:
             cleaned = super().clean()
-        except ValidationError as error:
-            slot.release()
-            if error.code in ("invalid_login", "inactive"):
-                self._count_failure(username, address)
+        except ValidationError:
+            # No user: the password was wrong (or the account unusable). A user: the password
+            # was right and this door refused the person (a non-staff one at /admin/login/),
+            # which is no guess.
+            if self.user_cache is None:
+                self._count_failure(username, client)
+            else:
+                throttle.login_succeeded(username=username, client=client)
             raise
-        slot.release()
-        throttle.login_succeeded(username=username)
+        finally:
+            slots.release()
+        throttle.login_succeeded(username=username, client=client)
+        self.request.META[DEVICE_COOKIE_META] = throttle.device_cookie(
+            self.request, username=username
+        )
         return cleaned
 
-    def _count_failure(self, username: str, address: str) -> None:
+    def _count_failure(self, username: str, client: throttle.SignInClient) -> None:
         try:
-            failure = throttle.login_failed(username=username, address=address)
+            failure = throttle.login_failed(username=username, client=client)
         except throttle.ThrottleUnavailableError:
             return  # refused already as a wrong password; the next attempt fails closed
         if failure.locked is not None:
             login_lockout_record(
                 username=username,
-                address=address,
+                address=client.address,
                 scope=failure.locked.scope,
                 locked_for_s=failure.locked.retry_after_s,
             )

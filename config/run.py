@@ -175,6 +175,9 @@ def web_argv(host: str, port: int) -> list[str]:
         # A websocket frame past 64 KiB is closed (1009) by the server before it is buffered
         # (uvicorn's default is 16 MiB); the consumers refuse smaller ones over their own cap.
         *("--ws-max-size", "65536"),
+        # No proxy stands in front of `make run`: a client's X-Forwarded-For is not its address
+        # (uvicorn believes it from loopback by default). Behind a proxy, TRUSTED_PROXIES.
+        "--no-proxy-headers",
     ]
 
 

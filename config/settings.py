@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 
@@ -132,20 +133,43 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-# Sign-in throttling (accounts.throttle): failures per account and per client address within
-# the window; past the limit a lock of LOGIN_LOCKOUT_SECONDS, doubled for each further lock
-# within a day, at most LOGIN_LOCKOUT_MAX_SECONDS. Behind a proxy the address is the client's
-# only when the server trusts the proxy's X-Forwarded-For (README, "Deployment").
+# Sign-in throttling (accounts.throttle; README, "Deployment"). Failures of one account from one
+# client (its address, or a browser that signed in to it before) within the window lock that
+# pair, LOGIN_LOCKOUT_SECONDS doubled for each further lock within a day, at most
+# LOGIN_LOCKOUT_MAX_SECONDS; failures from one address for any names lock the address. Past
+# LOGIN_ACCOUNT_SLOW_AFTER failures of an account from all addresses, its password checks take
+# turns LOGIN_ACCOUNT_DELAY_SECONDS apart: a delay, never a lock. A browser keeps its signed
+# device cookie LOGIN_DEVICE_TRUST_DAYS.
 LOGIN_MAX_FAILURES_PER_ACCOUNT = int(os.environ.get("LOGIN_MAX_FAILURES_PER_ACCOUNT", "5"))
 LOGIN_MAX_FAILURES_PER_ADDRESS = int(os.environ.get("LOGIN_MAX_FAILURES_PER_ADDRESS", "20"))
 LOGIN_FAILURE_WINDOW_SECONDS = int(os.environ.get("LOGIN_FAILURE_WINDOW_SECONDS", "900"))
 LOGIN_LOCKOUT_SECONDS = int(os.environ.get("LOGIN_LOCKOUT_SECONDS", "60"))
 LOGIN_LOCKOUT_MAX_SECONDS = int(os.environ.get("LOGIN_LOCKOUT_MAX_SECONDS", "3600"))
+LOGIN_ACCOUNT_SLOW_AFTER = int(os.environ.get("LOGIN_ACCOUNT_SLOW_AFTER", "20"))
+LOGIN_ACCOUNT_DELAY_SECONDS = float(os.environ.get("LOGIN_ACCOUNT_DELAY_SECONDS", "2"))
+LOGIN_DEVICE_TRUST_DAYS = int(os.environ.get("LOGIN_DEVICE_TRUST_DAYS", "90"))
 # Password checks at once per web process (each takes a core for a few hundred ms: PBKDF2), and
-# how long a sign-in waits for a slot before it is answered 503. One per process leaves the
-# other cores to everyone else.
+# how long a sign-in waits for a slot (or for its account's turn) before it is answered 503 (429).
+# One per process leaves the other cores to everyone else; one more is kept for known browsers.
 LOGIN_HASH_CONCURRENCY = int(os.environ.get("LOGIN_HASH_CONCURRENCY", "1"))
 LOGIN_HASH_WAIT_SECONDS = float(os.environ.get("LOGIN_HASH_WAIT_SECONDS", "5"))
+
+
+def _proxies(text: str) -> list[str]:
+    try:
+        return [
+            str(ipaddress.ip_network(p.strip(), strict=False)) for p in text.split(",") if p.strip()
+        ]
+    except ValueError as exc:
+        raise ImproperlyConfigured(
+            f"TRUSTED_PROXIES: {exc} (addresses or networks, comma-separated)"
+        ) from exc
+
+
+# The proxies whose X-Forwarded-For names the client (addresses or networks, comma-separated).
+# Empty: no proxy is believed, the peer is the client (`make run`, whose uvicorn also ignores
+# forwarded headers). Name only proxies that overwrite or append to the header.
+TRUSTED_PROXIES = _proxies(os.environ.get("TRUSTED_PROXIES", ""))
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "bookings:search"
 LOGOUT_REDIRECT_URL = "login"
