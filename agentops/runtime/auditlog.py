@@ -347,11 +347,24 @@ def _records(rows: list[AuditRow], personal_data: bool) -> Iterator[dict]:
         }
 
 
+# What a spreadsheet reads as the start of a formula (OWASP, "CSV Injection").
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell[T](value: T) -> T | str:
+    """A CSV cell a spreadsheet shows as text: a string that starts like a formula is prefixed
+    with a single quote, even one that reads as a negative number (it is text; OWASP prefixes
+    untrusted text anyway). Numbers the product counts itself (ints, floats) stay numbers."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def audit_export_chunks(
     *, filters: AuditFilters, personal_data: bool, export_format: ExportFormat
 ) -> Iterator[str]:
-    """The export as text pieces for a streaming response: CSV with a header row, or one JSON
-    object per line."""
+    """The export as text pieces for a streaming response: CSV with a header row, every cell
+    safe to open in a spreadsheet (``csv_cell``), or one JSON object per line."""
     records = audit_export_records(filters=filters, personal_data=personal_data)
     if export_format == ExportFormat.JSONL:
         for record in records:
@@ -362,7 +375,7 @@ def audit_export_chunks(
     writer.writeheader()
     for record in records:
         record["detail"] = json.dumps(record["detail"], ensure_ascii=False, default=str)
-        writer.writerow(record)
+        writer.writerow({field: csv_cell(value) for field, value in record.items()})
         if buffer.tell() > 16_384:
             yield buffer.getvalue()
             buffer.seek(0)
