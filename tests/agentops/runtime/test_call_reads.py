@@ -119,9 +119,7 @@ def test_a_call_sent_to_approval_reads_its_room_once_and_saves_its_deadlines_wit
     assert sum(s.startswith(ROOM_STATE) for s in sent) == 1
     assert sum(s.startswith(WINDOW_VERSION) for s in sent) == 1
     assert not [
-        s
-        for s in sent
-        if "bookings_room" in s and not s.startswith((ROOM_STATE, WINDOW_VERSION))
+        s for s in sent if "bookings_room" in s and not s.startswith((ROOM_STATE, WINDOW_VERSION))
     ]
     assert not [s for s in sent if s.startswith('UPDATE "agentops_')]
     action = Action.objects.get(pk=answer["pending"]["action_id"])
