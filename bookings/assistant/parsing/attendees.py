@@ -33,12 +33,23 @@ _ROLE = (
     r"intern|client|customer|partner|supervisor|director|candidate|interviewer|mentor|mentee|"
     r"report|designer|pm|cto|ceo|vp|hr)"
 )
-_ZH_OTHERS = r"(?:个)?(?:同事|人|朋友|客户|伙伴|位同事|位客户|位)"
+_ZH_OTHERS = (
+    r"(?:个|位|名)?(?:同事|人|朋友|客户|伙伴|实习生|同学|新人|候选人|访客|领导|位同事|位客户|位)"
+)
 _ZH_ROLE = r"(?:我的)?(?:领导|老板|经理|同事|主管|客户|导师|组长|上司|总监|hr)"
 # Counting phrases, read before times ("1-1" is a meeting of two, not a time).
 _COUNTING: tuple[tuple[re.Pattern[str], int], ...] = (
     (re.compile(rf"\b(?:me|myself|i)\s*(?:and|\+|plus|with|&)\s*(?P<n>\d+)\s*{_OTHERS}?"), 1),
     (re.compile(rf"(?<![\d:])(?P<n>\d+)\s*{_OTHERS}\s*(?:and|\+|plus|&)\s*(?:me|myself|i)\b"), 1),
+    # "me and another colleague", "me plus one other person": the asker and one more.
+    (
+        re.compile(
+            r"\b(?:me|myself|i)\s*(?:and|\+|plus|&|with)\s*(?:another|1\s+other|an\s+other|"
+            r"a\s+second)\b(?:\s+(?:colleague|co-?worker|person|teammate|team\s*mate|guest|"
+            r"visitor|one|friend|engineer|dev|intern))?"
+        ),
+        2,
+    ),
     (re.compile(rf"\b(?:me|myself|i)\s*(?:and|\+|&|with)\s*{_ROLE}\b"), 2),
     (re.compile(rf"\b{_ROLE}\s*(?:and|\+|&)\s*(?:me|myself|i)\b"), 2),
     (
@@ -50,6 +61,8 @@ _COUNTING: tuple[tuple[re.Pattern[str], int], ...] = (
     (re.compile(r"\b(?:a\s+)?couple\s+(?:of\s+)?(?:people|persons|us|colleagues|guests)\b"), 2),
     (re.compile(r"\b(?:the\s+)?(?:2|two)\s+of\s+us\b"), 2),
     (re.compile(rf"我\s*(?:和|跟|与|加|带)\s*(?P<n>\d+)\s*{_ZH_OTHERS}"), 1),
+    # "我和另一个同事", "我跟另外两位同事": the asker and the others named.
+    (re.compile(rf"我\s*(?:和|跟|与|加|带)\s*另(?:外)?\s*(?P<n>\d+)\s*{_ZH_OTHERS}"), 1),
     (re.compile(rf"(?P<n>\d+)\s*{_ZH_OTHERS}\s*(?:和|跟|加|加上)\s*我(?!们)"), 1),
     (re.compile(rf"我\s*(?:和|跟|与|加)\s*{_ZH_ROLE}"), 2),
     (re.compile(r"[我咱]们?俩|俩\s*(?:个)?人|两人|2人间"), 2),

@@ -89,13 +89,52 @@ _ZH_WEEKDAY = re.compile(
 )
 _ZH_WEEKDAYS = {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
 _DAY_OF_MONTH = re.compile(
-    r"\b(?:on\s+)?the\s+(?P<day>\d{1,2})(?:st|nd|rd|th)\b"
+    r"\b(?:on\s+)?the\s+(?P<day>\d{1,2})(?:st|nd|rd|th)\b(?!\s*(?:floor|fl\b|level|storey))"
     r"|(?<![\d月])(?P<zday>\d{1,2})\s*[号日](?!\s*(?:会议室|房|楼|室|门|厅))"
+)
+# A weekday written beside a date, with nothing that moves it to another week.
+_EN_WEEKDAY_ONLY = re.compile(
+    r"\b(?:on\s+)?(?P<name>mon|tue|wed|thu|fri|sat|sun)(?:day|s|sday|nesday|rsday|r|rs|urday)?\b"
+    r"\.?,?"
+)
+_ZH_WEEKDAY_ONLY = re.compile(
+    r"[(（]?\s*(?:周|星期|礼拜)\s*(?P<name>[一二三四五六日天1-7])\s*[)）]?"
 )
 
 
 def extract_date(s: str, today: date) -> tuple[date | None, str]:
-    """Find the first date, absolute forms before relative ones, and blank it out of ``s``."""
+    """Find the first date, absolute forms before relative ones, and blank it out of ``s``.
+    A weekday or a day of the month written beside it ("Wednesday 9 December", "12月9日星期三",
+    "Friday the 11th") is read with it: the same day, or no day at all when they disagree (the
+    person is asked which day, never given one of the two)."""
+    found, rest = _first_date(s, today)
+    if found is None:
+        return None, rest
+    return _agreeing(found, rest, today)
+
+
+def _agreeing(found: date, rest: str, today: date) -> tuple[date | None, str]:
+    for pattern in (_EN_WEEKDAY_ONLY, _ZH_WEEKDAY_ONLY):
+        match = pattern.search(rest)
+        if match is not None:
+            name = match["name"]
+            weekday = (
+                _EN_WEEKDAYS[name[:3]]
+                if name[:3] in _EN_WEEKDAYS
+                else (int(name) - 1 if name.isdigit() else _ZH_WEEKDAYS[name])
+            )
+            rest = blank(rest, match)
+            if weekday != found.weekday():
+                return None, rest
+    match = _DAY_OF_MONTH.search(rest)
+    if match is not None:
+        rest = blank(rest, match)
+        if int(match["day"] or match["zday"]) != found.day:
+            return None, rest
+    return found, rest
+
+
+def _first_date(s: str, today: date) -> tuple[date | None, str]:
     for pattern in (_YEAR_MONTH_DAY, _DAY_MONTH_NAME, _MONTH_NAME_DAY, _ZH_MONTH_DAY):
         match = pattern.search(s)
         if match is None:
@@ -195,6 +234,25 @@ def _next_weekday(today: date, weekday: int, *, earliest: int) -> date:
     if ahead < earliest:
         ahead += 7
     return today + timedelta(days=ahead)
+
+
+_WEEKEND = (
+    (re.compile(r"\b(?:this|the|this\s+coming|coming)\s+weekend\b|这个?周末|本周末"), 0),
+    (re.compile(r"\bnext\s+weekend\b|下个?周末"), 1),
+)
+
+
+def extract_weekend(s: str, today: date) -> tuple[tuple[date, date] | None, str]:
+    """A weekend named without its day ("next weekend", "这周末"): its Saturday and the Monday
+    after. "next weekend" is the weekend of next week, as "next Friday" is next week's
+    Friday; on a Sunday "this weekend" is the day itself."""
+    for pattern, weeks in _WEEKEND:
+        match = pattern.search(s)
+        if match is not None:
+            monday = today - timedelta(days=today.weekday()) + timedelta(weeks=weeks)
+            saturday = max(monday + timedelta(days=5), today)
+            return (saturday, monday + timedelta(days=7)), blank(s, match)
+    return None, s
 
 
 _WEEK = (

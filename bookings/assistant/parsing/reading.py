@@ -41,7 +41,6 @@ from bookings.assistant.parsing.intent import (
 from bookings.assistant.parsing.rooms import RoomName, find_rooms, fold
 from bookings.assistant.parsing.text import (
     CJK,
-    FILLER,
     extract_equipment,
     normalize,
     unsupported_equipment,
@@ -54,6 +53,7 @@ from bookings.assistant.parsing.times import (
     extract_time_span,
     period_of,
 )
+from bookings.assistant.parsing.words import unread_words
 
 
 class Job(StrEnum):
@@ -173,7 +173,6 @@ _UNTIL_EOD = re.compile(
 _BOOKING_CODE = re.compile(r"(?<![a-z0-9])b(?P<n>\d{1,9})(?![a-z0-9])")
 _ALL = re.compile(r"\ball\b|\bevery\b|\bboth\b|全部|所有|都")
 _OFFERED = re.compile(r"\b([RB]\d{1,9})\b")
-_ASCII_WORD = re.compile(r"[a-z][a-z'-]*")
 
 
 @dataclass(frozen=True)
@@ -254,7 +253,8 @@ def _read_turn_once(
         r"(?<![\d.])(\d+)\s*(?:-|to|or|到|至|或)\s*(\d+)\s*(?:people|人|个人|位)", normalized
     ):
         upper = True
-    unknown_words = _unknown_words(s, rooms)
+    unknown_words = found.negated + unread_words(s, rooms, chinese=CJK.search(original) is not None)
+    unknown_words += _unread_chinese(normalized)
     frame = Frame(
         job=job,
         day=day.isoformat() if day else None,
@@ -282,18 +282,13 @@ def _read_turn_once(
     return _Turn(frame, yes, no, pick, correction, has_intent)
 
 
-def _unknown_words(s: str, rooms: Sequence[RoomName]) -> tuple[str, ...]:
-    """English words left over once every constraint is read, that are not the filler of a
-    request: a room name mistyped ("bambo"), a place ("Everest"), a constraint not understood."""
-    left = re.findall(
-        r"(?<![\d:.第])\d+(?![\d:.])(?!\s*(?:个|间|下|次|楼|层|f\b|floor|st\b|nd\b|rd\b|th\b))", s
-    )
-    for word in _ASCII_WORD.findall(s):
-        word = word.strip("'-")
-        if len(word) < 3 or word in FILLER or word.rstrip("s") in FILLER:
-            continue
-        left.append(word)
-    return tuple(dict.fromkeys(left))[:3]
+_ZH_BENDING = re.compile(r"每(?:周|天|个?星期|个?礼拜|个?月|个?工作日)|除了|或者|还是")
+
+
+def _unread_chinese(s: str) -> tuple[str, ...]:
+    """Chinese words that bend a slot the reader cannot bend: a repeat (每周), another room than
+    one named (除了), alternatives (或者)."""
+    return tuple(dict.fromkeys(m.group(0) for m in _ZH_BENDING.finditer(s)))[:1]
 
 
 # --- the conversation -----------------------------------------------------------------------

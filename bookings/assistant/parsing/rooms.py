@@ -27,6 +27,16 @@ class RoomsFound:
     codes: tuple[str, ...]  # every room named, in order, without repeats
     unknown: tuple[str, ...]  # names that match no room, as written (lower case)
     rest: str  # the text with the rooms blanked out
+    # A room named to be avoided ("not Maple", "anything but R7", "除了maple"), as written:
+    # the reader does not book around it, it asks.
+    negated: tuple[str, ...] = ()
+
+
+_NEGATION = re.compile(
+    r"(?:\b(?:not|no|but|except|excluding|besides|avoid|without)|\bother\s+than|"
+    r"\bapart\s+from|\binstead\s+of|\brather\s+than|不要|不用|除了|别|不是|不想要|不想用|除)"
+    r"\s*(?:the\s+|in\s+)?$"
+)
 
 
 _CODE = re.compile(r"(?<![a-z0-9])r(?P<n>\d{1,4})(?![a-z0-9])")
@@ -122,22 +132,29 @@ def find_rooms(s: str, rooms: Sequence[RoomName]) -> RoomsFound:
         if code not in codes:
             codes.append(code)
 
+    negated: list[str] = []
+
+    def named(match: re.Match[str], code: str) -> None:
+        nonlocal s
+        if _NEGATION.search(s[max(0, match.start() - 16) : match.start()]):
+            negated.append(match.group(0).strip())
+        else:
+            add(code)
+        s = blank(s, match)
+
     for pattern in (_CODE, _ZH_CODE):
         for match in pattern.finditer(s):
-            add(f"R{int(match['n'])}")
-            s = blank(s, match)
+            named(match, f"R{int(match['n'])}")
     for match in _EN_ROOM_NUMBER.finditer(s):
         code = f"R{int(match['n'])}"
         if code in known_codes:
-            add(code)
-            s = blank(s, match)
+            named(match, code)
     for room in sorted(rooms, key=lambda r: -len(r.name)):
         room_pattern = name_pattern(room.name)
         if room_pattern is None:
             continue
         for match in room_pattern.finditer(s):
-            add(room.code)
-            s = blank(s, match)
+            named(match, room.code)
     unknown: list[str] = []
     for pattern in _EN_UNKNOWN:
         for match in pattern.finditer(s):
@@ -150,7 +167,7 @@ def find_rooms(s: str, rooms: Sequence[RoomName]) -> RoomsFound:
         if name and name not in unknown:
             unknown.append(name)
             s = blank(s, match)
-    return RoomsFound(tuple(codes), tuple(unknown), s)
+    return RoomsFound(tuple(codes), tuple(unknown), s, tuple(negated))
 
 
 def _zh_name(run: str) -> str | None:

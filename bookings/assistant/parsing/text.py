@@ -99,11 +99,69 @@ _QUARTER_TO = re.compile(r"\b(?:a\s+)?quarter\s+(?:to|til)\s+(?P<h>\d{1,2})\b")
 _DOT_TIME = re.compile(r"(?<![\d.])(?P<h>\d{1,2})\.(?P<m>[0-5]\d)(?![\d.])")
 
 
+# "half 3" (British: 3:30), "10 past 3", "20 after 2": minutes past the hour.
+_HALF_HOUR = re.compile(
+    r"\bhalf\s+(?P<h>\d{1,2})\b(?!\s*(?:hours?|hrs?|h\b|people|ppl|persons?|of\b|:|\.\d))"
+)
+_MINUTES_PAST = re.compile(r"\b(?P<m>[1-5]?\d)\s+(?:past|after)\s+(?P<h>\d{1,2})\b(?!\s*:)")
+# "3p", "10a", "2p-3p": am/pm written as one letter.
+_ONE_LETTER = re.compile(r"(?<![\w:.])(?P<t>\d{1,2}(?::[0-5]\d)?)(?P<ap>[ap])(?![a-z0-9'])")
+# "15h", "15h30", "9h-10h": the hour written with h (a bare "2h" stays a duration).
+_H_CLOCK = re.compile(r"(?<![\w.:])(?P<h>\d{1,2})h(?P<m>[0-5]\d)?(?![a-z0-9])")
+_AT_BEFORE = re.compile(r"(?:\b(?:at|from|to|till|until|by|between|and)|-)\s*$")
+# "1500", "0930-1030": the 24-hour clock without a colon, where it stands as a time.
+_FOUR_DIGITS = re.compile(r"(?<![\d/:.])(?P<h>[01]\d|2[0-3])(?P<m>[0-5]\d)(?![\d/:.])")
+_FOUR_DIGITS_AFTER = re.compile(
+    r"^\s*(?:-|to\b|till\b|until\b)\s*(?:[01]\d|2[0-3])[0-5]\d(?!\d)|^\s*(?:hrs|hours|h)\b"
+)
+# "around 3", "about 2:30", "3ish": an approximate start is read as that start.
+_APPROX = re.compile(
+    r"(?<!\bfor\s)\b(?:around|about|approx\.?|approximately|roughly|circa|ca\.)\s*"
+    r"(?=\d{1,2}(?::[0-5]\d)?\s*(?:[ap]m\b|o'?clock|ish\b)?(?![\d:]|\s*(?:people|ppl|"
+    r"persons?|pax|of\s+us|guests|attendees|colleagues|hours?|hrs?|h\b|mins?|minutes?|-|to\b)))"
+)
+_ISH = re.compile(r"(?<=\d)\s*-?ish\b")
+# "x5", "*5" (or with the multiplication sign): a head count written as a product.
+_TIMES_COUNT = re.compile(r"(?<![\w])[x\u00d7*]\s?(?P<n>\d{1,2})\b(?!\s*(?:[ap]m\b|:|h\b))")
+
+
+def _h_clock(s: str) -> str:
+    def one(m: re.Match[str]) -> str:
+        hour = int(m["h"])
+        before, after = s[: m.start()], s[m.end() :]
+        ranged = re.match(r"\s*-\s*\d{1,2}h\b", after) or re.search(r"\d{1,2}h\s*-\s*$", before)
+        if hour > 23:
+            return m.group(0)
+        if m["m"] or hour >= 13 or ranged or _AT_BEFORE.search(before):
+            return f"{hour}:{m['m'] or '00'}"
+        return m.group(0)
+
+    return _H_CLOCK.sub(one, s)
+
+
+def _four_digits(s: str) -> str:
+    def one(m: re.Match[str]) -> str:
+        before, after = s[: m.start()], s[m.end() :]
+        if _AT_BEFORE.search(before) or _FOUR_DIGITS_AFTER.match(after):
+            return f"{m['h']}:{m['m']}"
+        return m.group(0)
+
+    return _FOUR_DIGITS.sub(one, s)
+
+
 def _clock_words(s: str) -> str:
     s = _HALF_PAST.sub(lambda m: f"{m['h']}:30", s)
     s = _QUARTER_PAST.sub(lambda m: f"{m['h']}:15", s)
     s = _QUARTER_TO.sub(lambda m: f"{(int(m['h']) - 2) % 12 + 1}:45", s)
-    return _DOT_TIME.sub(lambda m: f"{m['h']}:{m['m']}", s)
+    s = _HALF_HOUR.sub(lambda m: f"{m['h']}:30", s)
+    s = _MINUTES_PAST.sub(lambda m: f"{m['h']}:{int(m['m']):02d}", s)
+    s = _DOT_TIME.sub(lambda m: f"{m['h']}:{m['m']}", s)
+    s = _ONE_LETTER.sub(lambda m: f"{m['t']}{m['ap']}m", s)
+    s = _h_clock(s)
+    s = _four_digits(s)
+    s = _ISH.sub("", s)
+    s = _APPROX.sub("at ", s)
+    return _TIMES_COUNT.sub(lambda m: f" {m['n']} people", s)
 
 
 def normalize(text: str) -> str:

@@ -52,7 +52,10 @@ def _token(n: int) -> str:
 
 
 _SEPARATOR = r"\s*(?P<sep>-|\bto\b|\buntil\b|\btill\b|\bthru\b|\bthrough\b|\band\b|到|至)\s*"
-PEOPLE = r"(?:people|persons?|attendees?|participants?|guests?|colleagues|members|ppl|pax|heads)\b"
+PEOPLE = (
+    r"(?:people|persons?|pers|attendees?|participants?|guests?|colleagues|members|ppl|pax|heads|"
+    r"seats|ppl)\b"
+)
 ZH_PEOPLE = r"(?:个人|个同事|人|位|名)"
 _RANGE = re.compile(
     rf"(?:(?P<lead>\bfrom|\bbetween|\bat|从)\s*)?{_token(1)}{_SEPARATOR}{_token(2)}"
