@@ -18,6 +18,7 @@ from django.utils.translation import gettext, gettext_noop
 from accounts.models import AuditAction, Role, User
 from accounts.selectors import approver_emails, user_roles
 from accounts.services import audit_record
+from accounts.typed import TypedField, UncleanText, typed_text
 from accounts.words import say
 from approvals import hooks, signing
 from approvals.live import inbox_poke
@@ -139,13 +140,17 @@ def _notify_approvers(request: ApprovalRequest) -> None:
 def approval_decide(*, request_id: Any, approver: User, approve: bool, reason: str) -> Result:
     """Approve or reject a pending request. Only an approver who is not the requester, before
     the deadline, with a reason; one decision per request however many arrive at once."""
-    reason = (reason or "").strip()[:MAX_REASON]
+    unclean: Result | None = None
+    try:
+        reason = typed_text(reason or "", TypedField.REASON).strip()[:MAX_REASON]
+    except UncleanText as exc:  # a reason is read by others: typed as it will be read
+        unclean, reason = Result(False, exc.code, exc.display), ""
     with transaction.atomic():
         request = ApprovalRequest.objects.select_for_update().filter(pk=request_id).first()
         if request is None:
             _audit(AuditEvent.REFUSED, actor=approver, code="not_found")
             return Result(False, "not_found", gettext("There is no such approval request."))
-        refusal = _refusal(request, approver, reason) or (
+        refusal = _refusal(request, approver, reason, unclean) or (
             _cannot_succeed(request) if approve else None
         )
         if refusal is not None:
@@ -195,7 +200,9 @@ def approval_decide(*, request_id: Any, approver: User, approve: bool, reason: s
     return Result(True)
 
 
-def _refusal(request: ApprovalRequest, approver: User, reason: str) -> Result | None:
+def _refusal(
+    request: ApprovalRequest, approver: User, reason: str, unclean: Result | None = None
+) -> Result | None:
     if Role.APPROVER not in user_roles(user=approver):
         return Result(False, "not_an_approver", gettext("Only approvers decide approval requests."))
     if request.requester_id == approver.pk:
@@ -209,6 +216,8 @@ def _refusal(request: ApprovalRequest, approver: User, reason: str) -> Result | 
         )
     if timezone.now() >= request.deadline:
         return Result(False, "expired", gettext("This request's deadline has passed."))
+    if unclean is not None:
+        return unclean
     if not reason:
         return Result(False, "reason_required", gettext("Give a reason for the decision."))
     return None

@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.translation import gettext, gettext_lazy, gettext_noop
 
 from accounts.models import Department
+from accounts.typed import TypedField, TypedTextField
 from bookings.errors import BookingError
 from bookings.rules import EQUIPMENT_LABELS, KNOWN_EQUIPMENT, MAX_TITLE
 from bookings.schedule import Filters
@@ -76,8 +77,11 @@ class BookForm(forms.Form):
     idempotency_key = forms.UUIDField(label=gettext_lazy("Idempotency key"))
     # The schedule version the search showed: the booking is of what the person saw.
     version = forms.IntegerField(label=gettext_lazy("Version"), min_value=0, required=False)
-    title = forms.CharField(
-        label=gettext_lazy("Meeting title"), max_length=MAX_TITLE, required=False
+    title = TypedTextField(
+        typed=TypedField.TITLE,
+        label=gettext_lazy("Meeting title"),
+        max_length=MAX_TITLE,
+        required=False,
     )
     another_room = forms.BooleanField(
         label=gettext_lazy("Yes, I need another room too"), required=False
@@ -187,8 +191,11 @@ class ChangeForm(forms.Form):
     start = forms.TimeField(label=gettext_lazy("From"), widget=_TIME)
     end = forms.TimeField(label=gettext_lazy("To"), widget=_TIME)
     attendees = forms.IntegerField(label=gettext_lazy("People"), min_value=1, max_value=999)
-    title = forms.CharField(
-        label=gettext_lazy("Meeting title"), max_length=MAX_TITLE, required=False
+    title = TypedTextField(
+        typed=TypedField.TITLE,
+        label=gettext_lazy("Meeting title"),
+        max_length=MAX_TITLE,
+        required=False,
     )
     idempotency_key = forms.UUIDField(widget=forms.HiddenInput)
 

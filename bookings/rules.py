@@ -9,6 +9,7 @@ from django.conf import settings
 from django.utils.functional import Promise, lazy
 from django.utils.translation import gettext_noop, pgettext, pgettext_lazy
 
+from accounts.typed import TypedField, UncleanText, typed_text
 from bookings.errors import BookingError
 
 KNOWN_EQUIPMENT = ("projector", "whiteboard", "video", "phone", "display")
@@ -121,8 +122,15 @@ MAX_TITLE = 120
 
 
 def clean_title(title: str) -> str:
-    """A meeting title as stored: control characters out, spaces collapsed, at most MAX_TITLE
-    characters (untrusted text: shown escaped, never interpreted)."""
+    """A meeting title as stored: typed text's rule (accounts.typed: NFC, no zero-width
+    characters, a direction control refused), control characters out, spaces collapsed, at most
+    MAX_TITLE characters (untrusted text: shown escaped, never interpreted)."""
+    try:
+        title = typed_text(title, TypedField.TITLE)
+    except UncleanText as exc:
+        raise BookingError(
+            "invalid_input", exc.code, exc.msgid, exc.hint, params=exc.params
+        ) from None
     text = " ".join("".join(" " if ord(c) < 32 or ord(c) == 127 else c for c in title).split())
     if len(text) > MAX_TITLE:
         raise BookingError(

@@ -7,11 +7,13 @@ import uuid
 from django import forms
 from django.utils.translation import gettext_lazy
 
+from accounts.typed import TypedField, TypedTextField
 from agentops.selectors import MAX_REQUEST_CHARS
 
 
 class AssistantForm(forms.Form):
-    request = forms.CharField(
+    request = TypedTextField(
+        typed=TypedField.REQUEST,
         label=gettext_lazy("What do you need?"),
         max_length=MAX_REQUEST_CHARS,
         widget=forms.Textarea(attrs={"rows": 3}),

@@ -52,7 +52,7 @@ def start(request: AuthedRequest) -> HttpResponse:
     try:
         run = run_start(
             user=request.user,
-            request_text=text,
+            request_text=form.cleaned_data["request"],
             idempotency_key=str(form.cleaned_data["key"]),
             conversation_id=form.cleaned_data["conversation"],
         )

@@ -20,6 +20,7 @@ from django.db.models import OuterRef, Subquery
 from django.utils import timezone, translation
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, ValidationError
 
+from accounts.typed import TypedField, typed_text
 from accounts.words import say
 from agentops.contract import (
     ConversationTurn,
@@ -150,6 +151,8 @@ def run_start(
     anything is read or written)."""
     if isinstance(budgets, dict):  # tests and drills override single budgets
         budgets = Budgets.from_json(DEFAULT_BUDGETS.to_json() | budgets)
+    if isinstance(request_text, str):  # what is kept, shown back and read: typed text's rule
+        request_text = typed_text(request_text, TypedField.REQUEST)
     given_conversation = str(conversation_id) if conversation_id else None
     digest = hashlib.sha256(
         canonical_json(

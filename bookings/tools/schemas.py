@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from django.utils.translation import gettext_noop
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from accounts.typed import TitleText
 from bookings.rules import MAX_ATTENDEES, MAX_TITLE
 
 Equipment = Literal["display", "phone", "projector", "video", "whiteboard"]
@@ -130,11 +131,13 @@ class ReserveRoomInput(Strict):
         title=gettext_noop("Schedule version seen"),
         description="The room's version from find_available_rooms",
     )
-    title: str = Field(
+    title: TitleText = Field(
         default="",
         max_length=MAX_TITLE,
         title=gettext_noop("Meeting title"),
-        description="Optional meeting title the person gave (shown to them and approvers)",
+        description="Optional meeting title the person gave (shown to them and approvers). "
+        "Kept NFC without zero-width characters; a direction control (U+202A-U+202E, "
+        "U+2066-U+2069, U+200E, U+200F, U+061C) is refused",
     )
 
 
@@ -146,8 +149,11 @@ class ChangeBookingInput(Strict):
     attendees: int | None = Field(
         default=None, ge=1, le=MAX_ATTENDEES, title=gettext_noop("New number of people")
     )
-    title: str | None = Field(
-        default=None, max_length=MAX_TITLE, title=gettext_noop("New meeting title")
+    title: TitleText | None = Field(
+        default=None,
+        max_length=MAX_TITLE,
+        title=gettext_noop("New meeting title"),
+        description="As reserve_room's title: a direction control is refused",
     )
     expected_version: int = Field(
         ge=0,
