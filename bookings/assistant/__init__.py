@@ -139,6 +139,7 @@ def move_delegation(plan: MovePlan, *, confirmed: bool) -> Delegation:
             max_writes=1,
             window=(plan.start_at, plan.end_at),
             resource=plan.room,
+            attendees=plan.attendees,
         )
     return Delegation(tools=JOB_TOOLS[Job.MOVE], max_writes=0)
 

@@ -605,9 +605,20 @@ def _search(plan: MovePlan, start: datetime, end: datetime) -> Proposal:
         {
             "start_at": start.isoformat(),
             "end_at": end.isoformat(),
-            "attendees": int(plan.booking.get("attendees") or 1),
+            "attendees": plan.attendees or int(plan.booking.get("attendees") or 1),
             "room_id": plan.room,
         },
+    )
+
+
+def _in_place(plan: MovePlan) -> bool:
+    """Only the head count changes: the booking keeps its room and its time (the search cannot
+    list a room the booking itself holds; named_room still gives its version and size)."""
+    assert plan.booking is not None  # noqa: S101
+    return (
+        plan.room == plan.booking["room_id"]
+        and plan.start_at == datetime.fromisoformat(str(plan.booking["start_at"]))
+        and plan.end_at == datetime.fromisoformat(str(plan.booking["end_at"]))
     )
 
 
@@ -633,6 +644,10 @@ def _change_or_say(
     room = free.get(plan.room) or (
         named if named.get("room_id") == plan.room and named.get("available") else None
     )
+    if room is None and _in_place(plan) and named.get("room_id") == plan.room:
+        # Its own slot: held by the booking itself. Too small a room is the change's refusal
+        # to say (capacity), from the service.
+        room = named if named.get("exists") and "version" in named else None
     outside = _outside(plan)
     if room is None and outside is not None and len(searches) == 1:
         return Step([_search(plan, *outside)])
@@ -653,6 +668,7 @@ def _change_or_say(
                     "start_at": plan.start_at.isoformat(),
                     "end_at": plan.end_at.isoformat(),
                     "expected_version": room["version"],
+                    **({"attendees": plan.attendees} if plan.attendees else {}),
                 },
             )
         ]

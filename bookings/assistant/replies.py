@@ -712,6 +712,8 @@ def move_question(
             )
         if problem == "bad_time":
             return _("The new end would be before the new start. To when should I move it?")
+        if problem == "bad_count":
+            return _("That would leave nobody at the meeting. How many people will there be?")
         if lines:
             return _("Which booking should I move, and to when? Yours: %(lines)s?") % {
                 "lines": lines
@@ -753,11 +755,22 @@ def move_not_free(
 
 def moved(receipt: dict, language: str) -> str:
     start, end = _local(receipt["start_at"]), _local(receipt["end_at"])
+    stayed = receipt.get("from_room_id") == receipt["room_id"] and all(
+        receipt.get(f"from_{edge}") and _local(receipt[f"from_{edge}"]) == _local(receipt[edge])
+        for edge in ("start_at", "end_at")
+    )
     with in_language(language):
-        return _("Moved booking %(code)s to %(room)s on %(day)s, %(start)s–%(end)s.") % {
+        params = {
             "code": receipt["booking_id"],
             "room": receipt["room_id"],
             "day": dateformat.format(start, _("D j M Y")),
             "start": f"{start:%H:%M}",
             "end": f"{end:%H:%M}",
+            "people": receipt.get("attendees"),
         }
+        if stayed and receipt.get("attendees"):
+            return (
+                _("Booking %(code)s is now for %(people)s: %(room)s on %(day)s, %(start)s–%(end)s.")
+                % params
+            )
+        return _("Moved booking %(code)s to %(room)s on %(day)s, %(start)s–%(end)s.") % params

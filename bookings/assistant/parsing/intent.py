@@ -45,14 +45,40 @@ def wants_another_room(s: str) -> bool:
 
 MOVE = re.compile(
     r"\b(?:move|push|reschedule|postpone|shift|delay|prepone|bring\s+forward|pull\s+forward|"
-    r"extend|shorten)\b(?!\s+(?:if|unless)\b)"
+    r"extend|shorten|bump|shove|slide|rebook|re-book)\b(?!\s+(?:if|unless)\b)"
     r"|\bchange\s+(?:my|the|it|that|this|our)\b|\bswitch\s+(?:my|the|it|that)\b"
-    r"|改到|改成|改期|推迟|延后|延期|提前|挪到|挪一下|往后推|往后挪|往前挪|换到|换个时间|调到|调整到|延长|缩短"
+    r"|\b(?:update|amend|modify|adjust|edit)\s+(?:my|the|it|that|this|our)\b"
+    r"|改到|改成|改期|推迟|延后|延期|提前|挪到|挪一下|挪个|往后推|往后挪|往前挪|换到|换个时间|换时间|改时间"
+    r"|改一下时间|调到|调整到|调一下|延长|缩短|挪挪"
+)
+# A head count changed: "we'll be 6 now", "add 2 people", "2 more people are coming", "change the
+# number of people to 6", "人数改成4个", "再加两个人", "少一个人". Read as a change of a booking.
+HEADCOUNT = re.compile(
+    r"\b(?:we'?ll|we\s+will|we'?re|we\s+are|there'?ll|there\s+will)\s+(?:now\s+)?be\s+\d+"
+    r"(?:\s+(?:of\s+us|people|ppl|persons?|now))?\s*(?:now|instead|then)\b"
+    r"|\b(?:now|actually)\s+(?:we'?re\s+|it'?s\s+)?\d+\s+(?:people|ppl|persons?|of\s+us)\b"
+    r"|\b\d+\s+(?:people|ppl|persons?|of\s+us)\s+now\b"
+    r"|\badd\s+(?:another\s+)?\d+\s*(?:more\s+)?(?:people|ppl|persons?|attendees?|guests?|seats?)\b"
+    r"|\badd\s+(?:another|1\s+more)\s+(?:person|attendee|guest|seat)\b"
+    r"|\b\d+\s+more\s+(?:people|ppl|persons?|attendees?|guests?|colleagues?)\b"
+    r"|\b(?:headcount|head\s+count|number\s+of\s+(?:people|attendees|guests)|attendees|"
+    r"attendee\s+count|group\s+size)\s+(?:to|is|=|->|now)\s*\d+"
+    r"|\b(?:change|update|set|raise|lower|increase|reduce|bump)\s+(?:the\s+|my\s+)?(?:headcount|"
+    r"head\s+count|number\s+of\s+(?:people|attendees|guests)|attendees|attendee\s+count)\b"
+    r"|人数\s*(?:改|换|调|变|增|加|减|少|更新|修改)|(?:再|还要|还得|另外)?\s*(?:加|多|增加)\s*\d+\s*(?:个|位|名)?\s*(?:人|同事)"
+    r"|少\s*\d+\s*(?:个|位|名)?\s*(?:人|同事)|(?:变成|改成|改为|增加到|减少到|加到|减到)\s*\d+\s*(?:个|位|名)?\s*人"
 )
 CANCEL = re.compile(
-    r"\b(?:cancel|call\s+off|unbook|delete|remove|release|free\s+up)\b(?!\s+(?:if|unless|when)\b)"
-    r"|\b(?:drop|scrap|kill)\s+(?:my|the|it|that|this|all)\b|\bdon'?t\s+need\s+(?:the|my|it|that)\b"
-    r"|取消|退订|退掉|退了|撤销|删除|删掉|不要了|释放|不用了吧|不开了"
+    r"\b(?:cancel|cancle|cancell|cnacel|call\s+off|unbook|delete|remove|release|free\s+up)\b"
+    r"(?!\s+(?:if|unless|when)\b)"
+    r"|\b(?:drop|scrap|kill|ditch|nix|bin|axe)\s+(?:my|the|it|that|this|all|our)\b"
+    r"|\bget\s+rid\s+of\b|\bgive\s+up\s+(?:my|the|our|that|this)\b"
+    r"|\b(?:don'?t|do\s+not|won'?t|will\s+not|no\s+longer|not\s+going\s+to)\s+need\s+"
+    r"(?:the|my|our|it|that|this|them|those|these)\b(?!\s+(?:projector|whiteboard|phone|screen|"
+    r"display|video|tv))"
+    r"|\bnot\s+(?:needed|happening)\s+any\s*more\b|\b(?:is|are)\s+(?:off|cancell?ed)\b"
+    r"|取消|退订|退掉|退了|撤销|删除|删掉|不要了|释放|不用了吧|不开了|作废|撤掉|退一下|不需要了|用不上了"
+    r"|(?:会议室|房间|预订|预约|那个会|的会)[^，,。]{0,4}不用了"
 )
 LIST = re.compile(
     r"\b(?:what|which|when)\b[^?]{0,40}\b(?:did\s+i|have\s+i|do\s+i|i\s+have|i'?ve|am\s+i)\b"
@@ -64,6 +90,20 @@ LIST = re.compile(
     r"|^\s*(?:got\s+)?any\s+(?:bookings|reservations)\b"
     r"|我[^，,。]{0,8}(?:有哪些|有什么|有几个|有没有|订了哪|订了什么|订了几|约了哪|约了什么)[^，,。]{0,6}(?:预约|预订|会议|订单|会议室|房间)?"
     r"|我的(?:预约|预订|会议室预订|订单|会议安排)|(?:查|看)[^，,。]{0,4}我[^，,。]{0,4}(?:预约|预订|订了)"
+    r"|\bwhat'?s\s+on\s+my\s+(?:calendar|schedule|plate|agenda)\b"
+    r"|\bwhat\s+(?:have|did)\s+i\s+(?:got\s+)?(?:booked|reserved)\b|\bwhat\s+have\s+i\s+got\b"
+    r"|\b(?:do|did)\s+i\s+have\s+(?:anything|something|any\s+rooms?)\b"
+    r"|\bmy\s+(?:upcoming|next|current|existing|booked)\s+(?:bookings?|reservations?|meetings?|rooms?)\b"
+    r"|\b(?:anything|something)\s+(?:booked|reserved)\s+(?:for|under|in\s+the\s+name\s+of)\s+me\b"
+    r"|\bwhere\s+am\s+i\s+(?:meeting|booked)\b|\bwhich\s+rooms?\s+(?:have|did)\s+i\b"
+    r"|我[^，,。]{0,6}(?:有|订了|约了|定了)(?:什么|啥|哪些|几个|没有)?\s*(?:会|会议|预订|预约|房间|会议室)(?:吗|呢|\?|？)?"
+    r"|我(?:都)?订了(?:啥|什么|哪些|哪几个)|我订的(?:会议室|房间|预订)|我的(?:会议|会|安排)"
+)
+# "能订到会议室吗", "还有会议室可以订吗", "订得到吗": a question whose booking word is part of it
+# (not "可以帮我订个会议室吗", a polite order).
+_ZH_QUESTION = (
+    r"(?<!帮我)(?<!给我)(?<!替我)(?:能|可以|还能|还可以|能不能|可不可以)\s*(?:订|预订|约|用)\s*(?:到|得到|上)?"
+    r"[^，,。帮给替]{0,12}(?:吗|么|\?|？)|订得到|订得上|能订到|还有没有|有没有空|空吗|有人用吗|被占了吗|占了吗"
 )
 AVAILABILITY = re.compile(
     r"\b(?:is|are)\b[^.?]{0,60}\b(?:free|available|open|taken|busy|booked|vacant)\b"
@@ -75,6 +115,10 @@ AVAILABILITY = re.compile(
     r"|\bwhat'?s\s+(?:free|available|open)\b|\bwho\s+has\b"
     r"|空着|空闲|有空|空的|空不空|哪些会议室|哪个会议室|哪间|有没有[^，,。]{0,8}(?:会议室|房间|空)"
     r"|(?:可用|能用)(?:吗|的)|被占|被订|看看|查\s*1?\s*下|看\s*1?\s*下|查查|帮我查|还有[^，,。]{0,6}(?:会议室|房间)"
+    r"|\b(?:any\s+chance|is\s+it\s+possible)\b[^.?]{0,50}\b(?:room|free|available)\b"
+    r"|\b(?:do\s+you\s+have|got|have\s+you\s+got)\s+(?:a|any)\s+(?:free\s+|empty\s+|open\s+)?rooms?\b[^.]*\?"
+    r"|\banything\s+(?:open|free|available)\b"
+    r"|" + _ZH_QUESTION
 )
 BOOK_VERB = re.compile(
     r"\b(?:book|reserve|grab|take|get)\s+(?:it|that|one|them|the|a|me)\b|\bbook\b(?!able)"
@@ -92,11 +136,14 @@ ASK_ONLY = re.compile(
 
 def job_of(s: str) -> str | None:
     """The job a request names ("book", "availability", "list", "cancel", "move"), or None
-    when it names none (a fragment: an answer to a question)."""
+    when it names none (a fragment: an answer to a question). A changed head count is a move
+    (a change of a booking)."""
     if MOVE.search(s) and not CONDITION.search(s):
         return "move"
     if CANCEL.search(s):
         return "cancel"
+    if HEADCOUNT.search(s):
+        return "move"
     availability = AVAILABILITY.search(s) is not None
     booking_verb = BOOK_VERB.search(s) is not None
     ordered = booking_verb and CONDITION.search(s)
@@ -112,7 +159,8 @@ def _asks_only(s: str) -> bool:
     Bamboo?", "哪些能订") rather than an order ("if so book it" is a condition)."""
     return bool(
         re.search(
-            r"\bcan\s+(?:i|we)\s+(?:book|reserve|get|use)\b.*\?|能订吗|可以订吗|能不能订|可不可以订",
+            r"\bcan\s+(?:i|we)\s+(?:book|reserve|get|use)\b.*\?|能订吗|可以订吗|能不能订|可不可以订|"
+            + _ZH_QUESTION,
             s,
         )
     ) and not CONDITION.search(s)
@@ -332,6 +380,14 @@ _ZH_FOR_PERSON = re.compile(
 )
 
 
+# "帮我同事小李订", "给我老板订", "替我们经理约": someone the asker knows, named by role.
+_ZH_FOR_ROLE = re.compile(
+    r"(?:帮|给|替|为|代)\s*(?:我|我们|咱们)?(?:的|组的|部门的|团队的)?\s*"
+    r"(?P<who>(?:同事|老板|领导|经理|上司|主管|组长|总监|老大|朋友|助理|客户|实习生|新同事|老师|"
+    r"leader|boss|manager)[\u4e00-\u9fff]{0,3}?)\s*(?:订|预订|预约|约|定|安排|开|申请|找)"
+)
+
+
 def named_person(original: str, normalized: str, room_names: frozenset[str]) -> str | None:
     """Someone other than the asker a booking is asked for, named in words ("for Li Wei",
     "for my boss", "帮李伟订"): as written."""
@@ -347,7 +403,7 @@ def named_person(original: str, normalized: str, room_names: frozenset[str]) -> 
             and first.lower() not in room_names
         ):
             return name
-    match = _ZH_FOR_PERSON.search(normalized)
+    match = _ZH_FOR_PERSON.search(normalized) or _ZH_FOR_ROLE.search(normalized)
     if match is not None:
         return match["who"]
     return None

@@ -34,6 +34,47 @@ _EARLIER = re.compile(
     rf"\b(?:forward|earlier|up)\s+(?:by\s+)?{_AMOUNT}|{_AMOUNT}\s+earlier\b"
     rf"|(?:提前|往前挪|往前|早)\s*{_AMOUNT}"
 )
+# A head count changed, as a number of people (absolute) or a number more or fewer (delta).
+_PEOPLE_UNIT = r"(?:\s*(?:people|ppl|persons?|pax|attendees?|guests?|of\s+us|个人|个|位|名|人))"
+_HEADCOUNT_TO = re.compile(
+    r"\b(?:we'?ll|we\s+will|we'?re|we\s+are|there'?ll|there\s+will)\s+(?:now\s+)?(?:be\s+)?"
+    rf"(?P<a>\d+){_PEOPLE_UNIT}?"
+    r"|\b(?:headcount|head\s+count|number\s+of\s+(?:people|attendees|guests)|attendees|"
+    r"attendee\s+count|group\s+size)\s+(?:to|is|=|->|now|at)?\s*(?P<b>\d+)"
+    rf"|\b(?:make\s+it|now|actually|change\s+it\s+to|to|for)\s+(?:we'?re\s+|it'?s\s+)?(?P<c>\d+){_PEOPLE_UNIT}"
+    rf"|\b(?P<d>\d+){_PEOPLE_UNIT}\s+(?:now|instead)\b"
+    r"|人数\s*(?:改|换|调|变|更新|修改)?\s*(?:成|为|到)?\s*(?P<e>\d+)"
+    r"|(?:变成|改成|改为|增加到|减少到|加到|减到|换成)\s*(?P<f>\d+)\s*(?:个|位|名)?\s*人"
+)
+_HEADCOUNT_MORE = re.compile(
+    r"\badd\s+(?:another\s+)?(?P<a>\d+)\s*(?:more\s+)?(?:people|ppl|persons?|attendees?|guests?|seats?)"
+    r"|\b(?P<b>\d+)\s+more\s+(?:people|ppl|persons?|attendees?|guests?|colleagues?)"
+    r"|\b(?P<one>add\s+(?:another|1\s+more)\s+(?:person|attendee|guest|seat)|another\s+person"
+    r"\s+(?:is\s+)?(?:joining|coming))\b"
+    r"|(?:再|还要|还得|另外)?\s*(?:加|多|增加)\s*(?P<c>\d+)\s*(?:个|位|名)?\s*(?:人|同事)"
+)
+_HEADCOUNT_FEWER = re.compile(
+    r"\b(?P<a>\d+)\s+(?:fewer|less)\s+(?:people|ppl|persons?|attendees?)"
+    r"|\b(?:one|1)\s+(?:person\s+)?(?:less|fewer)\b(?P<one>)"
+    r"|少\s*(?P<c>\d+)\s*(?:个|位|名)?\s*(?:人|同事)"
+)
+
+
+def _headcount(s: str) -> tuple[int | None, int | None, str]:
+    """The head count a change asks for: (new count, change by, the text without it)."""
+    for pattern, sign in ((_HEADCOUNT_MORE, 1), (_HEADCOUNT_FEWER, -1)):
+        match = pattern.search(s)
+        if match is not None:
+            numbers = [v for k, v in match.groupdict().items() if k != "one" and v]
+            n = int(numbers[0]) if numbers else 1
+            return None, sign * n, s[: match.start()] + " " + s[match.end() :]
+    match = _HEADCOUNT_TO.search(s)
+    if match is not None:
+        n = int(next(v for v in match.groupdict().values() if v))
+        return n, None, s[: match.start()] + " " + s[match.end() :]
+    return None, None, s
+
+
 _TARGET = re.compile(
     r"\b(?:to|into|until)\b\s+|(?:改到|挪到|换到|调到|调整到|移到|提前到|推迟到|延后到|推到|延到|改成|换成|改在|放到)"
 )
@@ -53,6 +94,8 @@ class MoveAsk:
     to_end: int | None = None
     to_room: str | None = None
     shift: int | None = None
+    to_attendees: int | None = None  # a new head count
+    more_attendees: int | None = None  # so many more (fewer, when negative)
 
     @property
     def names_a_booking(self) -> bool:
@@ -60,7 +103,17 @@ class MoveAsk:
 
     @property
     def names_a_change(self) -> bool:
-        return any(v is not None for v in (self.to_day, self.to_start, self.to_room, self.shift))
+        return any(
+            v is not None
+            for v in (
+                self.to_day,
+                self.to_start,
+                self.to_room,
+                self.shift,
+                self.to_attendees,
+                self.more_attendees,
+            )
+        )
 
 
 def _minutes(found: re.Match[str]) -> int:
@@ -84,10 +137,31 @@ def _room(s: str, rooms: Sequence[RoomName]) -> str | None:
     return found.codes[0] if len(found.codes) == 1 else None
 
 
+_MOVE_VERB = re.compile(
+    r"\b(?:move|push|reschedule|postpone|shift|delay|bump|change\s+(?:the\s+)?time|to\s+\d)"
+    r"|改到|挪到|换到|调到|推迟|提前|改期|延后"
+)
+
+
 def parse_move(text: str, *, today: date, rooms: Sequence[RoomName]) -> MoveAsk:
     s = normalize(text)
     codes = [f"B{int(m['n'])}" for m in _CODE.finditer(s)]
     s = _CODE.sub(" ", s)
+    to_attendees, more_attendees, rest = _headcount(s)
+    if (to_attendees or more_attendees) and not _MOVE_VERB.search(rest):
+        # Only the head count changes: every other word names the booking ("add 2 people to
+        # my 3pm", "明天下午3点那个会人数改成4个").
+        day, rest = extract_date(rest, today)
+        start, _, rest = _span(rest)
+        return MoveAsk(
+            code=codes[0] if len(codes) == 1 else None,
+            day=day,
+            start=start,
+            room=_room(rest, rooms),
+            to_attendees=to_attendees,
+            more_attendees=more_attendees,
+        )
+    s = rest
     shift = None
     for pattern, sign in ((_LATER, 1), (_EARLIER, -1)):
         match = pattern.search(s)
@@ -111,6 +185,8 @@ def parse_move(text: str, *, today: date, rooms: Sequence[RoomName]) -> MoveAsk:
         to_end=to_end,
         to_room=_room(goal_rest, rooms) if goal else None,
         shift=shift,
+        to_attendees=to_attendees,
+        more_attendees=more_attendees,
     )
 
 
@@ -129,10 +205,12 @@ class MovePlan:
     problem: str | None = None
     candidates: tuple[Mapping[str, Any], ...] = ()
     sure: bool = False  # the words name the booking and the change: no need to confirm
+    attendees: int | None = None  # a new head count (None: as it is)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "booking": (self.booking or {}).get("booking_id"),
+            "attendees": self.attendees,
             "room": self.room,
             "start_at": self.start_at.isoformat() if self.start_at else None,
             "end_at": self.end_at.isoformat() if self.end_at else None,
@@ -189,16 +267,26 @@ def resolve_move(ask: MoveAsk, bookings: Sequence[Mapping[str, Any]], now: datet
         else new_start + (end - start)
     )
     room = ask.to_room or booking["room_id"]
-    plan = MovePlan(booking, room, new_start, new_end, candidates=found)
+    had = int(booking.get("attendees") or 1)
+    attendees = ask.to_attendees
+    if ask.more_attendees is not None:
+        attendees = had + ask.more_attendees
+    if attendees == had:
+        attendees = None
+    plan = MovePlan(booking, room, new_start, new_end, candidates=found, attendees=attendees)
     if new_end <= new_start:
         return MovePlan(booking, problem="bad_time", candidates=found)
-    if (room, new_start, new_end) == (booking["room_id"], start, end):
+    if attendees is not None and attendees < 1:
+        return MovePlan(booking, problem="bad_count", candidates=found)
+    same_place = (room, new_start, new_end) == (booking["room_id"], start, end)
+    if same_place and attendees is None:
         return MovePlan(booking, problem="same", candidates=found)
     if new_start < now:
         return MovePlan(booking, room, new_start, new_end, problem="past", candidates=found)
-    # Sure only when the words name the booking (a code, its start, its room): "move my
-    # meeting to 4pm" is confirmed first even when one booking matches.
-    return replace(plan, sure=ask.names_a_booking)
+    # Sure when the words name the booking (a code, its start, its room, or its day when that
+    # day holds only this one of theirs): "move my meeting to 4pm" is confirmed first even when
+    # one booking matches.
+    return replace(plan, sure=ask.names_a_booking or ask.day is not None)
 
 
 def ask_to_json(ask: MoveAsk) -> dict[str, Any]:
@@ -228,7 +316,26 @@ def move_ask(
     ask = parse_move(text, today=today, rooms=rooms)
     earlier = (conversation[-1].get("understood") or {}) if conversation else {}
     before = ask_from_json(earlier.get("move_ask"))
+    made = made_just_before(conversation)
+    if made is not None and not ask.names_a_booking and ask.day is None:
+        return replace(ask, code=made)  # "make it 4 people instead" right after booking it
     if before is None or (earlier.get("move") or {}).get("ready"):
         return ask
     given = {k: v for k, v in ask.__dict__.items() if v is not None}
     return replace(before, **given)
+
+
+def made_just_before(conversation: Sequence[Mapping[str, Any]]) -> str | None:
+    """The booking the turn before made or changed ("Booked R3 ... Booking B204.", "Moved
+    booking B204 ..."): what "it", "make it 4 people" and "改成4个人" right after refer to."""
+    if not conversation:
+        return None
+    last = conversation[-1]
+    job = (last.get("understood") or {}).get("job")
+    if job not in ("book", "move"):
+        return None
+    reply = str(last.get("reply") or "")
+    if reply.rstrip().endswith(("?", "？")):
+        return None  # it asked: the answer follows up on its question
+    codes = tuple(dict.fromkeys(re.findall(r"\bB\d{1,9}\b", reply)))
+    return codes[0] if len(codes) == 1 else None

@@ -25,7 +25,7 @@ from bookings.assistant.parsing.attendees import (
     extract_attendees,
     extract_counting,
 )
-from bookings.assistant.parsing.dates import extract_date, extract_week
+from bookings.assistant.parsing.dates import extract_date, extract_week, extract_weekend
 from bookings.assistant.parsing.intent import (
     CHANGE_WORDS,
     CONDITION,
@@ -183,6 +183,8 @@ class _Turn:
     pick: int | None
     correction: bool
     has_intent: bool
+    weekday: int | None = None  # a weekday named alone ("saturday", "周六"): in a week named before
+    same: bool = False  # "the same time on Friday", "周五同一时间": the turn before's slot again
 
 
 def _read_turn(
@@ -223,6 +225,9 @@ def _read_turn_once(
     equipment = extract_equipment(s)
     unsupported = unsupported_equipment(s)
     week, s_week = extract_week(s, today)
+    if week is None:
+        week, s_week = extract_weekend(s, today)
+    weekday = _bare_weekday(s)
     day, s = extract_date(s, today)
     if day is None and week is not None:
         s = s_week
@@ -279,7 +284,34 @@ def _read_turn_once(
         guessed=tuple(guessed),
     )
     has_intent = bool(INTENT.search(normalized)) or job is not None
-    return _Turn(frame, yes, no, pick, correction, has_intent)
+    same = _SAME.search(normalized) is not None
+    return _Turn(frame, yes, no, pick, correction, has_intent, weekday, same)
+
+
+_EN_BARE_WEEKDAY = re.compile(
+    r"(?<!next\s)(?<!this\s)(?<!last\s)(?<!coming\s)\b(?P<name>mon|tue|wed|thu|fri|sat|sun)"
+    r"(?:day|s|sday|nesday|rsday|r|rs|urday)?\b"
+)
+_ZH_BARE_WEEKDAY = re.compile(r"(?<![下上这本个])(?:周|星期|礼拜)(?P<name>[一二三四五六日天1-7])")
+_WEEKDAY_NUMBER = {"mon": 0, "tue": 1, "wed": 2, "thu": 3, "fri": 4, "sat": 5, "sun": 6}
+_WEEKDAY_NUMBER |= {"一": 0, "二": 1, "三": 2, "四": 3, "五": 4, "六": 5, "日": 6, "天": 6}
+# The turn before's slot again, on another day: "same time on Friday", "same again tomorrow",
+# "周五同一时间", "后天也订一个一样的".
+_SAME = re.compile(
+    r"\bsame\s+(?:time|slot|hours?|again|thing|room|setup|as\s+(?:before|that|today|tomorrow))\b"
+    r"|\b(?:at|for)\s+the\s+same\s+(?:time|hours?)\b"
+    r"|同[一1]?个?时间|同[一1]?个?时段|同样|(?<![怎这那])样的?时间|相同|照旧"
+)
+
+
+def _bare_weekday(s: str) -> int | None:
+    """The weekday a turn names without a week ("saturday", "周六"), or None."""
+    found = {
+        _WEEKDAY_NUMBER[m["name"]] if m["name"] in _WEEKDAY_NUMBER else int(m["name"]) - 1
+        for pattern in (_EN_BARE_WEEKDAY, _ZH_BARE_WEEKDAY)
+        for m in pattern.finditer(s)
+    }
+    return found.pop() if len(found) == 1 else None
 
 
 _ZH_BENDING = re.compile(r"每(?:周|天|个?星期|个?礼拜|个?月|个?工作日)|除了|或者|还是")
@@ -298,6 +330,13 @@ def _merge(before: Frame, now: Frame, turn: _Turn) -> Frame:
     """``before`` with what ``now`` names: a field the later turn names replaces the earlier
     one; nothing else changes."""
     changes: dict[str, Any] = {}
+    if before.week and turn.weekday is not None and now.week is None:
+        # "next weekend" asked, "Saturday" answered: the Saturday of that weekend.
+        first, last = (date.fromisoformat(d) for d in before.week)
+        days = [first + timedelta(days=n) for n in range((last - first).days)]
+        inside = [d for d in days if d.weekday() == turn.weekday]
+        if inside:
+            now = replace(now, day=inside[0].isoformat())
     for name in (
         "day",
         "week",
@@ -361,12 +400,51 @@ def _merge(before: Frame, now: Frame, turn: _Turn) -> Frame:
     return replace(before, **changes)
 
 
-def language_of(text: str, conversation: Sequence[Mapping[str, Any]] = ()) -> str:
-    """ "zh" when the text has a Chinese character; a short answer with none ("4", "ok")
-    keeps the conversation's language."""
+# Words that say nothing of the language a person writes in: yes/no, units, codes.
+_ANY_LANGUAGE = frozenset(
+    [
+        "ok",
+        "okay",
+        "k",
+        "kk",
+        "yes",
+        "yep",
+        "yeah",
+        "ya",
+        "no",
+        "nope",
+        "nah",
+        "sure",
+        "pm",
+        "am",
+        "h",
+        "hr",
+        "hrs",
+        "min",
+        "mins",
+        "ppl",
+        "pax",
+        "ok'd",
+    ]
+)
+
+
+def language_of(
+    text: str,
+    conversation: Sequence[Mapping[str, Any]] = (),
+    room_names: frozenset[str] = frozenset(),
+) -> str:
+    """ "zh" when the text has a Chinese character; "en" when it has an English word. An
+    answer with neither ("4", "ok", "R7", "maple") keeps the conversation's language; a
+    person who switches language mid-conversation is answered in the new one."""
     if CJK.search(text):
         return "zh"
-    if conversation and not re.search(r"[a-zA-Z]{3,}\s+[a-zA-Z]{3,}\s+[a-zA-Z]{3,}", text):
+    words = [
+        w
+        for w in re.findall(r"[a-z]{2,}", text.lower())
+        if w not in _ANY_LANGUAGE and w not in room_names and not re.fullmatch(r"[rb]\d*", w)
+    ]
+    if conversation and not words:
         earlier = (conversation[-1].get("understood") or {}).get("language")
         if earlier in ("en", "zh"):
             return earlier
@@ -385,7 +463,7 @@ def read(
     each {"understood": ..., "reply": ...}). ``now`` anchors relative dates; a naive ``now`` is wall time in ``tz``."""
     local_now = now.astimezone(tz) if now.tzinfo is not None else now.replace(tzinfo=tz)
     today = local_now.date()
-    language = language_of(text, conversation)
+    language = language_of(text, conversation, frozenset(fold(r.name) for r in rooms))
     last = conversation[-1] if conversation else {}
     earlier = last.get("understood") or {}
     before = Frame.from_json(earlier.get("frame"))
@@ -407,6 +485,16 @@ def read(
     if before is not None and before.open and _follows_up(before, turn):
         frame = _merge(before, frame, turn)
         return _finish(frame, language, local_now, tz, yes=turn.yes, no=turn.no)
+    if (
+        before is not None
+        and turn.same
+        and before.start is not None
+        and before.end is not None
+        and frame.job in (None, Job.BOOK, Job.AVAILABILITY)
+    ):
+        # "and the same time on Friday": the turn before's request, with what this one names.
+        frame = _again(before, frame)
+        return _finish(frame, language, local_now, tz, yes=turn.yes, no=turn.no)
     changes_a_booking = before is not None and not before.open and before.job == Job.BOOK
     if changes_a_booking and turn.correction and frame.job is None and not turn.has_intent:
         frame = replace(frame, job=Job.MOVE.value)  # changing a booking already made
@@ -425,6 +513,33 @@ def read(
         if len(made) == 1:
             frame = replace(frame, bookings=made)
     return _finish(frame, language, local_now, tz, yes=turn.yes, no=turn.no)
+
+
+def _again(before: Frame, now: Frame) -> Frame:
+    """The request of the turn before, on the day (and with any time, people or room) this
+    turn names: a new request, nothing confirmed, nothing offered."""
+    named = {
+        name: getattr(now, name)
+        for name in ("day", "week", "start", "end", "attendees", "period")
+        if getattr(now, name) is not None
+    }
+    if now.start is not None:
+        named["time_problem"] = now.time_problem
+    if now.rooms or now.unknown_rooms:
+        named["rooms"], named["unknown_rooms"] = now.rooms, now.unknown_rooms
+    return replace(
+        before,
+        job=now.job or before.job,
+        **named,
+        equipment=tuple(dict.fromkeys(before.equipment + now.equipment)),
+        unknown_words=now.unknown_words,
+        unsupported=now.unsupported,
+        for_someone=now.for_someone,
+        bookings=(),
+        confirmed=False,
+        options=(),
+        open=False,
+    )
 
 
 def _follows_up(before: Frame, turn: _Turn) -> bool:
@@ -453,6 +568,15 @@ def _finish(
     frame: Frame, language: str, now: datetime, tz: ZoneInfo, *, yes: bool, no: bool
 ) -> Reading:
     job = Job(frame.job or Job.UNCLEAR)
+    if job == Job.AVAILABILITY and frame.start is not None and frame.end is None:
+        # "anything free at 3?": the hour from 3 is answered, never "until when?" (a read);
+        # booking it from the answer is confirmed first (a guessed end).
+        frame = replace(
+            frame,
+            end=frame.start + 60,
+            time_problem=None,
+            guessed=tuple(dict.fromkeys((*frame.guessed, "time"))),
+        )
     day = date.fromisoformat(frame.day) if frame.day else None
     midnight = datetime(day.year, day.month, day.day, tzinfo=tz) if day else None
     start_at = end_at = None
