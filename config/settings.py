@@ -352,6 +352,21 @@ AGENT_MODEL = os.environ.get("AGENT_MODEL", "rules")
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 OPENAI_MODEL = os.environ.get("OPENAI_MODEL", "gpt-4o-mini")
+# The model path fit for a deployment (agentops/planners/openai_adapter.py): a request's time
+# limit (a small model on two cores takes 30-80 s a step), the tokens it may write (one wrote
+# 3,000), the SDK's own retries of a failed request, the process's requests in flight to the
+# endpoint (0: no bound; 1 for a local server that answers one at a time), and whether a single
+# tool call written as JSON in the message text is read as a proposal (it still passes the gate).
+OPENAI_TIMEOUT_S = float(os.environ.get("OPENAI_TIMEOUT_S", "60"))
+OPENAI_MAX_TOKENS = int(os.environ.get("OPENAI_MAX_TOKENS", "512"))
+OPENAI_MAX_RETRIES = int(os.environ.get("OPENAI_MAX_RETRIES", "2"))
+OPENAI_MAX_CONCURRENCY = int(os.environ.get("OPENAI_MAX_CONCURRENCY", "0"))
+OPENAI_TEXT_TOOL_CALLS = os.environ.get("OPENAI_TEXT_TOOL_CALLS", "1").lower() not in (
+    "0",
+    "false",
+    "no",
+    "off",
+)
 APPROVAL_SIGNING_KEYS = os.environ.get("APPROVAL_SIGNING_KEYS", DEV_APPROVAL_SIGNING_KEYS)
 AGENT_RATE_LIMIT_PER_MINUTE = int(os.environ.get("AGENT_RATE_LIMIT_PER_MINUTE", "60"))
 # A tool's circuit (agentops/runtime/circuit.py): this many transient failures within the window

@@ -63,5 +63,5 @@ def planner_for(run: AgentRun) -> Planner:
     if run.model_name == "openai":
         from agentops.planners.openai_adapter import from_settings
 
-        return from_settings()
+        return from_settings(reader=registry.assistant())
     return registry.assistant().planner()

@@ -12,8 +12,8 @@ from accounts.typed import TitleText
 from bookings.rules import MAX_ATTENDEES, MAX_TITLE
 
 Equipment = Literal["display", "phone", "projector", "video", "whiteboard"]
-RoomCode = Annotated[str, Field(pattern=r"^R\d{1,4}$", description="Room code, e.g. R7")]
-BookingCode = Annotated[str, Field(pattern=r"^B\d{1,9}$", description="Booking code, e.g. B204")]
+RoomCode = Annotated[str, Field(pattern=r"^R[0-9]{1,4}$", description="Room code, e.g. R7")]
+BookingCode = Annotated[str, Field(pattern=r"^B[0-9]{1,9}$", description="Booking code, e.g. B204")]
 
 
 class Strict(BaseModel):
@@ -35,7 +35,7 @@ class FindAvailableRoomsInput(Strict):
     room_id: str | None = Field(
         default=None,
         max_length=16,
-        pattern=r"^R\d+$",
+        pattern=r"^R[0-9]+$",
         description="A room the person named: rooms still lists every free room that fits, "
         "and named_room says whether this one exists, is bookable, fits and is free",
     )

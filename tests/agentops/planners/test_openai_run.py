@@ -76,3 +76,39 @@ def test_openai_model_unavailable_ends_the_run_without_a_booking(worker, e17, op
     assert run.status == "failed" and run.outcome == "model_unavailable"
     assert Booking.objects.count() == 0
     assert run.reply.startswith("Nothing was booked")
+
+
+def test_tool_calls_written_as_text_go_through_the_same_gate(worker, e17, openai_settings):
+    """A local model that writes its calls as JSON text: each is a proposal the gate checks as
+    any other (the smuggled identity refused), and the reply comes from the verified receipt."""
+    fake = openai_settings
+    search = {
+        "start_at": START.isoformat(),
+        "end_at": END.isoformat(),
+        "attendees": 3,
+        "equipment": ["projector"],
+    }
+    version = Room.objects.get(code="R7").schedule_version
+    reserve = search | {"room_id": "R7", "expected_version": version}
+    fake.reply(200, text_reply(json.dumps({"name": "find_available_rooms", "arguments": search})))
+    smuggled = {"name": "reserve_room", "arguments": reserve | {"requester_id": "E23"}}
+    fake.reply(200, text_reply("<tool_call>" + json.dumps(smuggled) + "</tool_call>"))
+    fake.reply(
+        200,
+        text_reply(
+            "```json\n" + json.dumps({"name": "reserve_room", "arguments": reserve}) + "\n```"
+        ),
+    )
+    fake.reply(200, text_reply("Done! I booked R9 for you."))
+
+    run = wait_for_run(run_start(user=e17, request_text=REQUEST, model="openai").pk)
+
+    assert run.status == "succeeded", run.reply
+    booking = Booking.objects.get()
+    assert (booking.room.code, booking.requester) == ("R7", e17)
+    assert [a.status for a in run.actions.order_by("turn")] == [
+        "succeeded",
+        "rejected",
+        "succeeded",
+    ]
+    assert booking.code in run.reply and "R9" not in run.reply
