@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import async_to_sync, sync_to_async
+from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.db import transaction
@@ -20,7 +20,7 @@ from django.db import transaction
 from accounts.models import Role
 from accounts.selectors import user_roles
 from approvals.hooks import group_listen, group_unlisten, installed_broadcast
-from config.websocket import ListeningJsonConsumer
+from config.websocket import GroupMarks, OneWaySocket
 
 INBOX_GROUP = "approvals.inbox"
 INBOX_CHANGED = {"type": "inbox.changed"}
@@ -43,16 +43,9 @@ def inbox_poke() -> None:
     transaction.on_commit(send, robust=True)
 
 
-async def inbox_listen(channel: str) -> None:
-    """Before a socket joins the inbox group: from now on its pokes reach it."""
-    await sync_to_async(group_listen, thread_sensitive=False)(INBOX_GROUP, channel)
+class InboxConsumer(OneWaySocket):
+    marks = GroupMarks(listen=group_listen, unlisten=group_unlisten)
 
-
-async def inbox_unlisten(channel: str) -> None:
-    await sync_to_async(group_unlisten, thread_sensitive=False)(INBOX_GROUP, channel)
-
-
-class InboxConsumer(ListeningJsonConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
@@ -62,18 +55,8 @@ class InboxConsumer(ListeningJsonConsumer):
         if Role.APPROVER not in roles:
             await self.close(code=NOT_AN_APPROVER)
             return
-        self.joined = True
-        await inbox_listen(self.channel_name)  # first: no poke falls between
-        await self.channel_layer.group_add(INBOX_GROUP, self.channel_name)
+        await self.join(INBOX_GROUP)  # listened to first: no poke falls between
         await self.accept()
-
-    async def disconnect(self, code: int) -> None:
-        if getattr(self, "joined", False):
-            await self.channel_layer.group_discard(INBOX_GROUP, self.channel_name)
-            await inbox_unlisten(self.channel_name)
-
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        """One-way: nothing a client sends decides anything."""
 
     async def inbox_changed(self, message: dict[str, Any]) -> None:
         await self.send_json({"changed": True})

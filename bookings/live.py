@@ -8,16 +8,14 @@ import re
 from collections.abc import Iterable, Sequence
 from datetime import date, datetime, timedelta
 from typing import Any
-from urllib.parse import parse_qs
 
-from asgiref.sync import sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
 from django.db import transaction
 from django.utils import timezone
 
 from agentops.contract import broadcast, broadcast_listen, broadcast_unlisten
 from bookings.models import Booking, Room
 from bookings.notices import user_group
+from config.websocket import GroupMarks, OneWaySocket
 
 NOT_SIGNED_IN = 4401
 BAD_TOPIC = 4400
@@ -66,82 +64,52 @@ def bookings_changed(bookings: Sequence[Booking]) -> None:
     schedule_changed((codes[b.room_id], b.start_at, b.end_at) for b in bookings)
 
 
-class ScheduleConsumer(AsyncWebsocketConsumer):
+class ScheduleConsumer(OneWaySocket):
     """``/ws/schedule/?day=YYYY-MM-DD`` or ``?room=R3``: one-way pokes for signed-in people.
     A poke says only "look again"; what the page then shows is what the person may see."""
 
-    groups_joined: list[str]
+    marks = GroupMarks(listen=broadcast_listen, unlisten=broadcast_unlisten)
 
     async def connect(self) -> None:
-        self.groups_joined = []
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=NOT_SIGNED_IN)
             return
-        group = _topic(self.scope.get("query_string", b"").decode("ascii", "replace"))
+        group = _topic(self.query)
         if group is None:
             await self.close(code=BAD_TOPIC)
             return
-        self.groups_joined = [group]
-        await _listen(group, self.channel_name)  # first: no poke falls between
-        await self.channel_layer.group_add(group, self.channel_name)
+        await self.join(group)  # listened to first: no poke falls between
         await self.accept()
-
-    async def disconnect(self, code: int) -> None:
-        for group in self.groups_joined:
-            await self.channel_layer.group_discard(group, self.channel_name)
-            await _unlisten(group, self.channel_name)
-
-    async def receive(self, text_data: Any = None, bytes_data: Any = None) -> None:
-        """One-way: nothing a client sends decides anything."""
 
     async def schedule_changed(self, message: dict[str, Any]) -> None:
         await self.send(text_data=CHANGED)
 
 
-async def _listen(group: str, channel: str) -> None:
-    """Pokes are sent only to groups someone listens to (agentops.contract.broadcast)."""
-    await sync_to_async(broadcast_listen, thread_sensitive=False)(group, channel)
-
-
-async def _unlisten(group: str, channel: str) -> None:
-    await sync_to_async(broadcast_unlisten, thread_sensitive=False)(group, channel)
-
-
-def _topic(query: str) -> str | None:
-    params = parse_qs(query, max_num_fields=4)
-    if "day" in params:
+def _topic(query: dict[str, str]) -> str | None:
+    if "day" in query:
         try:
-            return day_group(date.fromisoformat(params["day"][0][:10]))
+            return day_group(date.fromisoformat(query["day"][:10]))
         except ValueError:
             return None
-    if "room" in params and _ROOM.match(params["room"][0]):
-        return room_group(params["room"][0])
+    if "room" in query and _ROOM.match(query["room"]):
+        return room_group(query["room"])
     return None
 
 
 # --- My bookings, live: a socket per signed-in person (bookings.notices pokes it) ----------
 
 
-class MyBookingsConsumer(AsyncJsonWebsocketConsumer):
+class MyBookingsConsumer(OneWaySocket):
+    marks = GroupMarks(listen=broadcast_listen, unlisten=broadcast_unlisten)
+
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=NOT_SIGNED_IN)
             return
-        self.group = user_group(user.pk)
-        await _listen(self.group, self.channel_name)  # first: no poke falls between
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.join(user_group(user.pk))  # listened to first: no poke falls between
         await self.accept()
-
-    async def disconnect(self, code: int) -> None:
-        group = getattr(self, "group", None)
-        if group is not None:
-            await self.channel_layer.group_discard(group, self.channel_name)
-            await _unlisten(group, self.channel_name)
-
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        """One-way: nothing a client sends decides anything."""
 
     async def bookings_changed(self, message: dict[str, Any]) -> None:
         await self.send_json({"changed": True, "notice": message.get("notice", "")})

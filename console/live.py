@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from accounts.models import Role
 from accounts.selectors import user_roles
@@ -14,6 +12,7 @@ from agentops.contract import broadcast_listen, broadcast_unlisten
 from agentops.live.consumers import RunTraceConsumer
 from agentops.selectors import QUEUE_GROUP, may_reconcile
 from approvals.live import INBOX_GROUP
+from config.websocket import GroupMarks, OneWaySocket
 from console.cards import event_fragment
 
 
@@ -24,36 +23,25 @@ class RunCardConsumer(RunTraceConsumer):
         return event_fragment(event, run_id=self.run_id, language=self.language)
 
 
-class NavCountsConsumer(AsyncJsonWebsocketConsumer):
+class NavCountsConsumer(OneWaySocket):
     """Every page's navigation counts, live: an approver hears the approvals inbox change, an
     operator the reconciliation queue; the page then re-reads its counts (the database is the
-    record; a poke only says "look again"). One-way: nothing a client sends does anything.
+    record; a poke only says "look again"). One-way: nothing a client sends does anything."""
 
-    Each group is marked listened to before it is joined: pokes go only to such groups."""
+    marks = GroupMarks(listen=broadcast_listen, unlisten=broadcast_unlisten)
 
     async def connect(self) -> None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
             return
-        self.groups_joined = await database_sync_to_async(_nav_groups)(user)
-        if not self.groups_joined:
+        groups = await database_sync_to_async(_nav_groups)(user)
+        if not groups:
             await self.close(code=4403)
             return
-        for group in self.groups_joined:
-            await sync_to_async(broadcast_listen, thread_sensitive=False)(group, self.channel_name)
-            await self.channel_layer.group_add(group, self.channel_name)
+        for group in groups:
+            await self.join(group)  # listened to first: no poke falls between
         await self.accept()
-
-    async def disconnect(self, code: int) -> None:
-        for group in getattr(self, "groups_joined", ()):
-            await self.channel_layer.group_discard(group, self.channel_name)
-            await sync_to_async(broadcast_unlisten, thread_sensitive=False)(
-                group, self.channel_name
-            )
-
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        """One-way."""
 
     async def inbox_changed(self, message: dict[str, Any]) -> None:
         await self.send_json({"changed": "approvals"})

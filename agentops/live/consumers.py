@@ -22,17 +22,14 @@ at once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
-from urllib.parse import parse_qs
 
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings
 
 from agentops import selectors, services
-from config.websocket import ListeningJsonConsumer
+from config.websocket import GroupMarks, OneWaySocket
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +42,9 @@ RESYNC_FIRST_S = 5.0
 RESYNC_MAX_S = 60.0
 
 
-class RunTraceConsumer(ListeningJsonConsumer):
+class RunTraceConsumer(OneWaySocket):
+    marks = GroupMarks(listen=services.run_watch, unlisten=services.run_unwatch)
+
     async def connect(self) -> None:
         # Accept first, so that a refusal is a close code the page can read (a refused
         # handshake is only an HTTP 403 to the browser).
@@ -59,49 +58,31 @@ class RunTraceConsumer(ListeningJsonConsumer):
         if run is None:
             await self.close(code=NOT_YOURS)  # someone else's run reads as absent
             return
-        query = parse_qs(self.scope.get("query_string", b"").decode())
         try:
-            self.last_seq = max(0, int(query.get("after", ["0"])[0]))
+            self.last_seq = max(0, int(self.query.get("after", "0")))
         except ValueError:
             self.last_seq = 0
         languages = {code for code, _ in settings.LANGUAGES}
-        wanted = query.get("lang", [settings.LANGUAGE_CODE])[0]
+        wanted = self.query.get("lang", settings.LANGUAGE_CODE)
         self.language = wanted if wanted in languages else settings.LANGUAGE_CODE
-        self.html = query.get("format", [""])[0] == "html"
+        self.html = self.query.get("format", "") == "html"
         self.run_id = run_id
         self._sending = asyncio.Lock()
-        # Watched first, then in the group, then the database: no event falls between.
-        await sync_to_async(services.run_watch, thread_sensitive=False)(
-            selectors.run_group(run_id), self.channel_name
+        # Watched first, then in the group, then the database: no event falls between. A
+        # failure on the way leaves the group and its mark (config.websocket).
+        await self.join(selectors.run_group(run_id))
+        backlog = await database_sync_to_async(selectors.run_events_after)(
+            run_id=self.run_id, after=self.last_seq
         )
-        try:
-            await self.channel_layer.group_add(selectors.run_group(self.run_id), self.channel_name)
-            backlog = await database_sync_to_async(selectors.run_events_after)(
-                run_id=self.run_id, after=self.last_seq
-            )
-            for event in backlog:
-                await self._send_event(event)
-            self._resync_wait = RESYNC_FIRST_S
-            self._resync = asyncio.ensure_future(self._resync_loop())
-        except BaseException:  # no disconnect follows a failed connect: leave no mark behind
-            with contextlib.suppress(Exception):
-                await self._leave()
-            raise
+        for event in backlog:
+            await self._send_event(event)
+        self._resync_wait = RESYNC_FIRST_S
+        self._resync = asyncio.ensure_future(self._resync_loop())
 
     async def disconnect(self, code: int) -> None:
-        if hasattr(self, "run_id"):
-            await self._leave()
-
-    async def _leave(self) -> None:
         resync = getattr(self, "_resync", None)
         if resync is not None:
             resync.cancel()
-        group = selectors.run_group(self.run_id)
-        await self.channel_layer.group_discard(group, self.channel_name)
-        await sync_to_async(services.run_unwatch, thread_sensitive=False)(group, self.channel_name)
-
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        """The stream is one-way: nothing a client sends changes a run."""
 
     async def trace_batch(self, message: dict[str, Any]) -> None:
         if not hasattr(self, "run_id"):
