@@ -16,6 +16,7 @@ from bookings.assistant import replies
 from bookings.assistant.parsing.moves import MovePlan, move_ask, resolve_move
 from bookings.assistant.parsing.reading import Job, Reading
 from bookings.assistant.parsing.rooms import RoomName, close_to_a_name, nearest_names
+from bookings.assistant.parsing.words import bends
 
 DAY_HOURS = range(9, 18)  # the hours a day's availability is read in (one search each)
 # ... and those of the part of the day the person named ("tomorrow afternoon", "明天上午")
@@ -61,6 +62,8 @@ def booking_question(
         return Step(message=replies.no_such_room(language, name=name, nearest=near), outcome=ask)
     if frame.unknown_words:
         word = frame.unknown_words[0]
+        if bends(word):
+            return Step(message=replies.bend_not_understood(language, words=word), outcome=ask)
         close = close_to_a_name(word, rooms)
         label = replies.room_label(close.code, close.name) if close else None
         return Step(

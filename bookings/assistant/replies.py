@@ -385,6 +385,16 @@ def word_not_understood(language: str, *, word: str, room: str | None) -> str:
         ) % {"word": word}
 
 
+def bend_not_understood(language: str, *, words: str) -> str:
+    """Words that bend a slot the reader does not bend ("except Maple", "every Monday",
+    "或者")."""
+    with in_language(language):
+        return _(
+            'I did not understand "%(words)s", so I booked nothing: I book one meeting at a '
+            "time, on the day, at the time and in the room you name. Could you say it that way?"
+        ) % {"words": words}
+
+
 def equipment_unknown(language: str, items: Iterable[str]) -> str:
     with in_language(language):
         return _(

@@ -19,7 +19,11 @@ _ATTENDEE_RANGES = (
 )
 _ATTENDEES = (
     re.compile(rf"(?<![\d.])(?P<n>\d+)\s*(?:{PEOPLE}|{ZH_PEOPLE}|of\s+us\b)"),
-    re.compile(r"\b(?:team|group|party)\s+of\s+(?P<n>\d+)\b"),
+    re.compile(
+        r"\b(?:team|group|party|workshop|meeting|session|call|sync|training|class|panel|"
+        r"interview|review|demo|lunch|offsite)\s+(?:of|for)\s+(?P<n>\d+)\b"
+        r"(?!\s*(?:[:.]\d|[ap]\.?m\b|hours?\b|hrs?\b|h\b|minutes?\b|mins?\b|o'?clock|-|to\b))"
+    ),
     re.compile(r"(?:人数|参会人数|与会人数)\s*[:为是]?\s*(?P<n>\d+)"),
     re.compile(r"(?:我们|一共|总共|共)\s*(?P<n>\d+)\s*个(?!小时|钟头|半)"),
     re.compile(rf"\bfor\s+(?P<n>\d+)\b{_NOT_PEOPLE}"),

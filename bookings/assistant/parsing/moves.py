@@ -317,8 +317,13 @@ def move_ask(
     earlier = (conversation[-1].get("understood") or {}) if conversation else {}
     before = ask_from_json(earlier.get("move_ask"))
     made = made_just_before(conversation)
-    if made is not None and not ask.names_a_booking and ask.day is None:
-        return replace(ask, code=made)  # "make it 4 people instead" right after booking it
+    if made is not None and ask.code is None:
+        if not ask.names_a_change:
+            # "actually make it 4-5", "friday instead" right after booking it: all it says is
+            # where the booking goes.
+            ask = parse_move(f"to {text}", today=today, rooms=rooms)
+        if not ask.names_a_booking and ask.day is None:
+            return replace(ask, code=made)  # "make it 4 people instead" right after booking it
     if before is None or (earlier.get("move") or {}).get("ready"):
         return ask
     given = {k: v for k, v in ask.__dict__.items() if v is not None}

@@ -51,6 +51,7 @@ from bookings.assistant.parsing.times import (
     at_minutes,
     day_part,
     extract_time_span,
+    later_end,
     period_of,
 )
 from bookings.assistant.parsing.words import unread_words
@@ -76,6 +77,9 @@ class Frame:
     start: int | None = None  # minutes after midnight
     end: int | None = None
     time_problem: str | None = None
+    # An end said alone ("an hour", "till 4"): it completes a start said before.
+    duration: int | None = None
+    until: int | None = None
     # "tomorrow afternoon", "明天上午" without a time: "am", "noon", "pm" or "evening", the part
     # of the day its availability is read in (a booking still asks for the time).
     period: str | None = None
@@ -259,7 +263,7 @@ def _read_turn_once(
     ):
         upper = True
     unknown_words = found.negated + unread_words(s, rooms, chinese=CJK.search(original) is not None)
-    unknown_words += _unread_chinese(normalized)
+    unknown_words += _bending(normalized)
     frame = Frame(
         job=job,
         day=day.isoformat() if day else None,
@@ -267,6 +271,8 @@ def _read_turn_once(
         start=span.start,
         end=span.end,
         time_problem=span.problem,
+        duration=span.duration,
+        until=span.until,
         period=part if span.start is None else None,
         attendees=attendees,
         upper_bound=upper and attendees is not None,
@@ -314,13 +320,17 @@ def _bare_weekday(s: str) -> int | None:
     return found.pop() if len(found) == 1 else None
 
 
-_ZH_BENDING = re.compile(r"每(?:周|天|个?星期|个?礼拜|个?月|个?工作日)|除了|或者|还是")
+_BENDING = re.compile(
+    r"每(?:周|天|个?星期|个?礼拜|个?月|个?工作日)|除了|或者|还是"
+    r"|\b(?:every|each)\s+(?:other\s+)?(?:mon|tue|wed|thu|fri|sat|sun|day|week|morning|"
+    r"afternoon|evening|month|weekday|workday|time)\w*"
+)
 
 
-def _unread_chinese(s: str) -> tuple[str, ...]:
-    """Chinese words that bend a slot the reader cannot bend: a repeat (每周), another room than
-    one named (除了), alternatives (或者)."""
-    return tuple(dict.fromkeys(m.group(0) for m in _ZH_BENDING.finditer(s)))[:1]
+def _bending(s: str) -> tuple[str, ...]:
+    """Words that bend a slot the reader cannot bend, read on the whole text: a repeat (每周,
+    "every Monday"), another room than one named (除了), alternatives (或者)."""
+    return tuple(dict.fromkeys(m.group(0) for m in _BENDING.finditer(s)))[:1]
 
 
 # --- the conversation -----------------------------------------------------------------------
@@ -350,6 +360,12 @@ def _merge(before: Frame, now: Frame, turn: _Turn) -> Frame:
     if now.attendees is not None:
         changes["upper_bound"] = now.upper_bound
         changes["vague_attendees"] = False
+    if now.start is None and before.start is not None and (now.duration or now.until):
+        # "until when?" answered "an hour" or "till 4": the end of the start said before.
+        end = (
+            before.start + now.duration if now.duration else later_end(before.start, now.until or 0)
+        )
+        now = replace(now, start=before.start, end=end, time_problem=None)
     if now.start is not None:
         changes.update(start=now.start, end=now.end, time_problem=now.time_problem)
         changes["guessed"] = tuple(g for g in before.guessed if g != "time") + tuple(

@@ -136,8 +136,10 @@ def find_rooms(s: str, rooms: Sequence[RoomName]) -> RoomsFound:
 
     def named(match: re.Match[str], code: str) -> None:
         nonlocal s
-        if _NEGATION.search(s[max(0, match.start() - 16) : match.start()]):
-            negated.append(match.group(0).strip())
+        negation = _NEGATION.search(s[max(0, match.start() - 16) : match.start()])
+        if negation is not None:
+            before = max(0, match.start() - 16)
+            negated.append(" ".join(s[before + negation.start() : match.end()].split()))
         else:
             add(code)
         s = blank(s, match)

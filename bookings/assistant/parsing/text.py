@@ -16,7 +16,9 @@ _NOT_ONE_OCLOCK = re.compile(r"([快慢早晚大小多少好高低近远长短�
 _NOT_A_NUMBER = re.compile(r"(?<![周期拜])一(?=共|下|起|样|直|定|般|些|切)")
 _PRONOUN_ONE = re.compile(
     r"\b(first|second|third|fourth|fifth|last|that|this|which|another|any|the|a|big|small|"
-    r"bigger|smaller|other|same|next|cheaper|free|empty|quiet|new|good|nice)\s+one\b"
+    r"bigger|smaller|other|same|next|cheaper|free|empty|quiet|new|good|nice|"
+    r"(?:\d{1,2}(?::\d\d)?\s*(?:am|pm|a\.m\.|p\.m\.|o'?clock))|morning|afternoon|evening|"
+    r"today'?s|tomorrow'?s|maple|pine|early|late|earlier|later|long|short)\s+one\b"
 )
 _CN_NUMBER = re.compile(r"(?<![周期拜])[零\u3007一二两三四五六七八九十]+")
 _CN_DIGITS = {

@@ -102,6 +102,23 @@ class _Span:
     start: int | None = None  # minutes after midnight of the booking day
     end: int | None = None  # may exceed 24 * 60 when a duration runs past midnight
     problem: str | None = None
+    # Said without a start (an answer to "until when?"): "an hour", "till 4".
+    duration: int | None = None
+    until: int | None = None  # minutes after midnight, as written (a bare 4 is 4:00)
+
+
+_UNTIL = re.compile(
+    r"(?:\btill|\buntil|\bto|\bending\s+at|\bends?\s+at|\bfinish(?:ing|es)?\s+(?:at|by)|到|至)\s*"
+    + _token(1)
+    + rf"(?!\s*(?:{PEOPLE}|{ZH_PEOPLE}))"
+)
+
+
+def later_end(start: int, until: int) -> int:
+    """An end said alone, after ``start``: "till 4" after a 2 o'clock start is 16:00."""
+    if until <= start and until < 12 * 60:
+        return until + 12 * 60
+    return until
 
 
 @dataclass(frozen=True)
@@ -232,13 +249,30 @@ def extract_time_span(s: str, text_period: str | None) -> tuple[_Span, str]:
         period = clock.period or text_period
         start = _minutes(clock, period) if period else _guess_start(clock)
         s = blank(s, match)
+        until, s = _until(s, text_period) if duration is None else (None, s)
+        if until is not None:
+            end = later_end(start, until)
+            return _Span(start, end, END_BEFORE_START if end <= start else None), s
         if duration is None:
             return _Span(start, None, NO_END), s
         end = start + round(duration)
         return _Span(start, end, END_BEFORE_START if end <= start else None), s
 
     # Last resort: "tomorrow 10-11", but not the headcount in "for 3-4".
-    return _first_range(s, text_period, bare=True) or (_Span(), s)
+    found = _first_range(s, text_period, bare=True)
+    if found is not None:
+        return found
+    until, s = _until(s, text_period)
+    return _Span(duration=round(duration) if duration else None, until=until), s
+
+
+def _until(s: str, text_period: str | None) -> tuple[int | None, str]:
+    """An end said alone ("till 4", "until 5pm", "到4点"), as written, blanked out of ``s``."""
+    for match in search_all(_UNTIL, s):
+        clock = _clock(match, 1)
+        if clock is not None:
+            return _minutes(clock, clock.period or text_period), blank(s, match)
+    return None, s
 
 
 def _first_range(s: str, text_period: str | None, *, bare: bool) -> tuple[_Span, str] | None:

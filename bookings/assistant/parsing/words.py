@@ -31,9 +31,7 @@ BENDING = frozenset(
         "avoid",
         "either",
         "or",
-        # a repeating meeting (the assistant books one at a time)
-        "every",
-        "each",
+        # a repeating meeting (the assistant books one at a time; "every Monday": reading.py)
         "recurring",
         "repeating",
         "repeat",
@@ -49,11 +47,6 @@ BENDING = frozenset(
         "whenever",
         "unless",
     ]
-)
-# "each" and "every" bend nothing when they do not name a repeat ("each of us").
-_REPEAT_AFTER = re.compile(
-    r"^\s*(?:other\s+)?(?:mon|tue|wed|thu|fri|sat|sun|day|week|morning|afternoon|evening|"
-    r"month|weekday|workday|time)"
 )
 
 # Ordinary words a request is written in, beside FILLER: let through even where a room's or a
@@ -98,6 +91,9 @@ _ORDINARY_WORDS = """
     video view visit visitor visitors wait walk walkthrough want way well whatever whichever
     while whiteboarding wide will wish within without wonder wondering work working would
     wrap write yeah year yet heya hiya hallo hola greetings folks guys
+    ignore ignoring previous prior instructions instruction rules rule policy policies system
+    prompt override bypass skip approval approvals approve approved admin administrator pretend
+    act mode developer everybody everyone's anyone's meetings forget
 """
 ORDINARY = frozenset(_ORDINARY_WORDS.split())
 # Where a room's name stands: after a booking verb or "in"/"at", or before "room".
@@ -112,6 +108,12 @@ _WORD = re.compile(r"[a-z][a-z'-]*")
 _NUMBER = re.compile(
     r"(?<![\w:.第])\d+(?![\w:.])(?!\s*(?:个|间|下|次|楼|层|f\b|floor|st\b|nd\b|rd\b|th\b))"
 )
+
+
+def bends(words: str) -> bool:
+    """Whether unread ``words`` bend a slot ("except maple", "every monday", "or", "每周")
+    rather than name something (a room, a person, a number)."""
+    return " " in words.strip() or words in BENDING or not words.isascii()
 
 
 def _ordinary(word: str) -> bool:
@@ -142,8 +144,6 @@ def unread_words(s: str, rooms: Sequence[RoomName], *, chinese: bool = False) ->
             continue
         before = s[: match.start()]
         if word in BENDING:
-            if word in ("each", "every") and not _REPEAT_AFTER.match(s[match.end() :]):
-                continue
             left.append(word)
             continue
         if word in FILLER or word.rstrip("s") in FILLER:
