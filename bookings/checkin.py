@@ -20,6 +20,7 @@ from django.utils.translation import gettext_noop
 from accounts.models import AuditAction, User
 from accounts.services import audit_record
 from bookings.errors import BookingError
+from bookings.live import bookings_changed
 from bookings.locks import bookings_lock, cancel_stamp
 from bookings.models import Booking, BookingSeries, BookingStatus
 from bookings.notices import Notice, notify
@@ -193,6 +194,7 @@ def _release_one(pk: int, *, now: datetime) -> tuple[list[str], int | None] | No
     Booking.objects.bulk_update(
         released, ["status", "cancelled_at", "released_at", "cancelled_version", "sequence"]
     )
+    bookings_changed(released)  # open day views and room weeks re-read after the commit
     owner = booking.requester
     audit_record(
         actor=owner,

@@ -172,3 +172,32 @@ def test_a_request_that_waits_for_an_approver_reaches_open_my_bookings(e17, room
         return outcome.kind, heard
 
     assert asyncio.run(scenario()) == ("pending", {"changed": True, "notice": "requested"})
+
+
+def test_a_no_show_release_pokes_the_open_day_view(e17, rooms):
+    """The sweeper releasing a booking nobody checked in to frees its slot: an open day view of
+    that day re-reads (it kept showing the slot taken)."""
+    from bookings.checkin import bookings_release_no_shows
+    from bookings.models import Room
+    from tests.bookings.factories import booking_create
+
+    Room.objects.filter(code="R7").update(checkin_required=True)
+    start, end = slot(days=3, hour=10)
+    booking_create(requester=e17, room="R7", start_at=start, end_at=end)
+    headers = session_headers(e17)
+
+    async def scenario() -> tuple[str, list[str]]:
+        day = WebsocketCommunicator(
+            application, f"/ws/schedule/?day={start.date().isoformat()}", headers=headers
+        )
+        assert (await day.connect(timeout=5))[0]
+        released = await database_sync_to_async(bookings_release_no_shows)(
+            now=start + timedelta(hours=1)
+        )
+        heard = await _heard(day)
+        await day.disconnect()
+        return heard, released.codes
+
+    heard, codes = asyncio.run(scenario())
+    assert len(codes) == 1
+    assert heard == CHANGED
