@@ -37,9 +37,17 @@ def test_a_named_room_is_reported_as_the_database_has_it(e17, e23):
         "capacity": 6,
         "equipment": [],
         "free": True,
+        "available": False,  # free, but not open for booking
+        "version": 0,
     }
     assert (reports["R9"]["bookable"], reports["R9"]["free"]) == (True, False)
+    assert reports["R9"]["available"] is False
     assert (reports["R7"]["capacity"], reports["R7"]["free"]) == (4, True)
+    assert reports["R7"]["available"] is True
+    assert reports["R7"]["version"] == Room.objects.get(code="R7").schedule_version
+    # Free, but it does not seat them or lacks what they need: not available.
+    assert search(e17, room_id="R1", attendees=3)["named_room"]["available"] is False
+    assert search(e17, room_id="R7", equipment=["whiteboard"])["named_room"]["available"] is False
     assert search(e17)["named_room"] is None
 
 
@@ -53,6 +61,8 @@ def test_an_unknown_room_is_reported_as_missing_and_the_search_still_lists_free_
         "capacity": None,
         "equipment": [],
         "free": False,
+        "available": False,
+        "version": None,
     }
     assert {"R1", "R2", "R3", "R7"} <= {r["room_id"] for r in data["rooms"]}
 

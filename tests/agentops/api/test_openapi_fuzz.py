@@ -74,7 +74,8 @@ def test_the_document_is_built_from_the_registry():
         operation = document["paths"][f"/api/tools/{spec.name}"]["post"]
         ref = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
         declared = document["components"]["schemas"][ref.rsplit("/", 1)[1]]
-        assert declared["properties"].keys() == spec.input_model.model_fields.keys()
+        fields = spec.input_model.model_fields  # on the wire by alias ("from", not from_)
+        assert declared["properties"].keys() == {f.alias or n for n, f in fields.items()}
         assert declared["additionalProperties"] is False
         headers = [p["name"] for p in operation["parameters"]]
         assert headers == ([] if spec.meta.readonly else ["Idempotency-Key"])
