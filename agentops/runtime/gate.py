@@ -311,8 +311,8 @@ def screen(
     level, reasons = assess_risk(spec, ctx, args)
     if level == SideEffect.HIGH:
         invalid = check_valid(spec, ctx, args)
-        if invalid is not None:
-            return Verdict(invalid.decision, invalid.check, spec, args, error=invalid.error)
+        if invalid is not None:  # refused as its input is: its action keeps a digest only
+            return Verdict(invalid.decision, invalid.check, spec, None, error=invalid.error)
     decision = GateDecision.APPROVAL if level == SideEffect.HIGH else GateDecision.EXECUTE
     return Verdict(decision, GateCheck.POLICY, spec, args, level, reasons)
 
