@@ -55,6 +55,7 @@ _COUNTING: tuple[tuple[re.Pattern[str], int], ...] = (
         2,
     ),
     (re.compile(rf"\b(?:me|myself|i)\s*(?:and|\+|&|with)\s*{_ROLE}\b"), 2),
+    (re.compile(r"\b(?:me|myself|i)\s*(?:and|\+|&)\s*(?:her|him)\b"), 2),
     (re.compile(rf"\b{_ROLE}\s*(?:and|\+|&)\s*(?:me|myself|i)\b"), 2),
     (
         re.compile(r"(?<![\d:/.-])1\s*(?::|-|on|v|对)\s*1(?![\d:/.-])|\bone\s+on\s+one\b|\b1on1\b"),

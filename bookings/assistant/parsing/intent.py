@@ -89,7 +89,7 @@ LIST = re.compile(
     r"|\bam\s+i\s+booked\b|\bwhere\s+is\s+my\s+(?:meeting|booking)\b"
     r"|^\s*(?:got\s+)?any\s+(?:bookings|reservations)\b"
     r"|我[^，,。]{0,8}(?:有哪些|有什么|有几个|有没有|订了哪|订了什么|订了几|约了哪|约了什么)[^，,。]{0,6}(?:预约|预订|会议|订单|会议室|房间)?"
-    r"|我的(?:预约|预订|会议室预订|订单|会议安排)|(?:查|看)[^，,。]{0,4}我[^，,。]{0,4}(?:预约|预订|订了)"
+    r"|我的(?:预约|预订|会议室预订|订单|会议安排)|(?:查|看)[^，,。]{0,4}我[^，,。]{0,4}(?:预约|预订|订了|订的|约的|定的)"
     r"|\bwhat'?s\s+on\s+my\s+(?:calendar|schedule|plate|agenda)\b"
     r"|\bwhat\s+(?:have|did)\s+i\s+(?:got\s+)?(?:booked|reserved)\b|\bwhat\s+have\s+i\s+got\b"
     r"|\b(?:do|did)\s+i\s+have\s+(?:anything|something|any\s+rooms?)\b"

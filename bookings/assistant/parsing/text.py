@@ -13,7 +13,7 @@ CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _DASHES = re.compile(r"[\u2010-\u2015\u2212\u301c\uff5e~]")
 # "快一点", "早一点儿" mean "a bit faster/earlier", not "one o'clock".
 _NOT_ONE_OCLOCK = re.compile(r"([快慢早晚大小多少好高低近远长短宽])一点(?![钟半\d到至\-])")
-_NOT_A_NUMBER = re.compile(r"(?<![周期拜])一(?=共|下|起|样|直|定|般|些|切)")
+_NOT_A_NUMBER = re.compile(r"(?<![周期拜])一(?=共|下|起|样|直|定|般|些|切)|(?<=同)一(?=[时个天间])")
 _PRONOUN_ONE = re.compile(
     r"\b(first|second|third|fourth|fifth|last|that|this|which|another|any|the|a|big|small|"
     r"bigger|smaller|other|same|next|cheaper|free|empty|quiet|new|good|nice|"
@@ -122,7 +122,7 @@ _APPROX = re.compile(
     r"(?=\d{1,2}(?::[0-5]\d)?\s*(?:[ap]m\b|o'?clock|ish\b)?(?![\d:]|\s*(?:people|ppl|"
     r"persons?|pax|of\s+us|guests|attendees|colleagues|hours?|hrs?|h\b|mins?|minutes?|-|to\b)))"
 )
-_ISH = re.compile(r"(?<=\d)\s*-?ish\b")
+_ISH = re.compile(r"\b(?P<t>\d{1,2}(?::[0-5]\d)?(?:\s*[ap]m)?)\s*-?ish\b")
 # "x5", "*5" (or with the multiplication sign): a head count written as a product.
 _TIMES_COUNT = re.compile(r"(?<![\w])[x\u00d7*]\s?(?P<n>\d{1,2})\b(?!\s*(?:[ap]m\b|:|h\b))")
 
@@ -161,7 +161,7 @@ def _clock_words(s: str) -> str:
     s = _ONE_LETTER.sub(lambda m: f"{m['t']}{m['ap']}m", s)
     s = _h_clock(s)
     s = _four_digits(s)
-    s = _ISH.sub("", s)
+    s = _ISH.sub(lambda m: f"at {m['t']}", s)
     s = _APPROX.sub("at ", s)
     return _TIMES_COUNT.sub(lambda m: f" {m['n']} people", s)
 

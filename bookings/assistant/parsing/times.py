@@ -114,6 +114,11 @@ _UNTIL = re.compile(
 )
 
 
+_UNTIL_BEFORE = re.compile(
+    r"(?:\btill|\buntil|\bto|\bending\s+at|\bends?\s+at|\bfinish(?:ing|es)?\s+(?:at|by)|到|至)\s*$"
+)
+
+
 def later_end(start: int, until: int) -> int:
     """An end said alone, after ``start``: "till 4" after a 2 o'clock start is 16:00."""
     if until <= start and until < 12 * 60:
@@ -246,6 +251,8 @@ def extract_time_span(s: str, text_period: str | None) -> tuple[_Span, str]:
         clock = _clock(match, 1)
         if clock is None or not (clock.explicit or match["lead"]):
             continue
+        if _UNTIL_BEFORE.search(s, 0, match.start()):
+            continue  # "till 4pm": an end, not a start
         period = clock.period or text_period
         start = _minutes(clock, period) if period else _guess_start(clock)
         s = blank(s, match)

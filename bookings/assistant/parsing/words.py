@@ -91,6 +91,7 @@ _ORDINARY_WORDS = """
     video view visit visitor visitors wait walk walkthrough want way well whatever whichever
     while whiteboarding wide will wish within without wonder wondering work working would
     wrap write yeah year yet heya hiya hallo hola greetings folks guys
+    over under onto upon cover covering back more less ahead again
     ignore ignoring previous prior instructions instruction rules rule policy policies system
     prompt override bypass skip approval approvals approve approved admin administrator pretend
     act mode developer everybody everyone's anyone's meetings forget
@@ -133,6 +134,7 @@ def unread_words(s: str, rooms: Sequence[RoomName], *, chinese: bool = False) ->
     constraint the reader did not read, at most three, in order. The first word stands where a
     room's name may ("Everest tomorrow 2-3"); in a Chinese request (``chinese``) every English
     word does, but the ordinary ones."""
+    bending: list[str] = []
     left = list(_NUMBER.findall(s))
     start = 0
     first = True
@@ -144,14 +146,14 @@ def unread_words(s: str, rooms: Sequence[RoomName], *, chinese: bool = False) ->
             continue
         before = s[: match.start()]
         if word in BENDING:
-            left.append(word)
+            bending.append(word)  # said first: it is what the question is about
             continue
         if word in FILLER or word.rstrip("s") in FILLER:
             continue
-        if len(word) >= 4 and close_to_a_name(word, rooms) is not None:
+        if len(word) >= 4 and not _ordinary(word) and close_to_a_name(word, rooms) is not None:
             left.append(word)  # a room's name mistyped
             continue
         placed = chinese or at_start or _ROOM_PLACE.search(before) or _PERSON_PLACE.search(before)
         if placed and len(word) >= 3 and not _ordinary(word):
             left.append(word)
-    return tuple(dict.fromkeys(left))[:3]
+    return tuple(dict.fromkeys(bending + left))[:3]

@@ -11,6 +11,7 @@ Used by the evaluation set (tests/bookings/assistant/test_eval.py) and bench/ass
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
@@ -269,6 +270,24 @@ def users():
     return User.objects.get(username="e17"), User.objects.get(username="e23")
 
 
+_DAY_IN_WORDS = re.compile(r"\{(?P<lang>en|zh):(?P<spec>[^}]+)\}")
+_ZH_WEEKDAYS = "一二三四五六日"
+
+
+def written_day(text: str, today: date) -> str:
+    """ "{en:+3d}" in a case is that day as people write it with its weekday ("Wednesday 9
+    December"), "{zh:+3d}" the same in Chinese ("12月9日星期三"): a case that names a date
+    reads the same on every day it runs."""
+
+    def one(match: re.Match[str]) -> str:
+        day = resolve_day(match["spec"], today)
+        if match["lang"] == "zh":
+            return f"{day.month}月{day.day}日星期{_ZH_WEEKDAYS[day.weekday()]}"
+        return f"{day:%A} {day.day} {day:%B}"
+
+    return _DAY_IN_WORDS.sub(one, text)
+
+
 def _fill(text: str, codes: dict[str, str]) -> str:
     """ "B{b1}" in a case is the code of the setup's booking b1."""
     for name, code in codes.items():
@@ -297,7 +316,7 @@ def run_case(case: dict[str, Any], asker, other, *, live: bool = False) -> Verdi
         codes[spec["as"]] = booking.code
     before = set(Booking.objects.values_list("code", "status"))
     placed = {b.code: (b.room.code, b.during) for b in Booking.objects.select_related("room")}
-    turns = [_fill(t, codes) for t in case["turns"]]
+    turns = [written_day(_fill(t, codes), today) for t in case["turns"]]
     results = (run_conversation_live if live else run_conversation)(asker, turns, now)
     last = results[-1]
     expect = case["expect"]
