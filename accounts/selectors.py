@@ -62,6 +62,17 @@ SELECT u.email
 """
 
 
+def approver_addresses() -> list[tuple[int, str]]:
+    """(id, address) of every active approver with an address, in the order they were created."""
+    return list(
+        User.objects.filter(is_active=True, groups__name=Role.APPROVER.value)
+        .exclude(email="")
+        .order_by("pk")
+        .values_list("pk", "email")
+        .distinct()
+    )
+
+
 def approver_emails(*, besides: Any) -> list[str]:
     """The addresses of the active approvers other than the user of id ``besides`` (an
     approver's own request is not theirs to decide), in the order they were created."""

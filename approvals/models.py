@@ -48,6 +48,8 @@ class ApprovalRequest(models.Model):
     deadline = models.DateTimeField()
     created_at = models.DateTimeField(auto_now_add=True)
     decided_at = models.DateTimeField(null=True, blank=True)
+    # When the approvers were mailed about it (with the others of its window); empty: not yet.
+    mailed_at = models.DateTimeField(null=True, blank=True, db_index=True)
 
     class Meta:
         verbose_name = gettext_lazy("approval request")

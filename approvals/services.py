@@ -10,13 +10,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.core.mail import send_mail
+from django.core.mail import EmailMessage, mailers
 from django.db import connection, transaction
 from django.utils import timezone
-from django.utils.translation import gettext, gettext_noop
+from django.utils.translation import gettext, gettext_noop, ngettext
 
 from accounts.models import AuditAction, Role, User
-from accounts.selectors import approver_emails, user_roles
+from accounts.selectors import approver_addresses, user_roles
 from accounts.services import audit_record
 from accounts.typed import TypedField, UncleanText, typed_text
 from accounts.words import say
@@ -116,25 +116,143 @@ def approval_request_open(
 
 
 def _notify_approvers(request: ApprovalRequest) -> None:
-    """An e-mail to every approver with an address (console backend unless SMTP is set)."""
-    recipients = approver_emails(besides=request.requester_id)
-    if not recipients:
-        return
+    """The approvers hear of it by mail: at once when none was mailed within the window,
+    else with the others of the window at its end (approvals.mail)."""
+    transaction.on_commit(approvers_mail_send, robust=True)
+
+
+# --- how many requests one person may open (approvers cannot be flooded) --------------------
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A bound a new request would pass: English msgids and their parameters (the runtime's
+    envelope carries them for the reader's language), and when to ask again, if known."""
+
+    code: str
+    msgid: str
+    hint: str
+    params: dict[str, Any]
+    retry_after_ms: int | None = None
+
+
+def approval_request_bound(*, requester_id: int, now: datetime | None = None) -> Bound | None:
+    """The bound one more approval request of ``requester_id`` would pass now, or None:
+    APPROVAL_PENDING_PER_REQUESTER waiting at once, APPROVAL_REQUESTS_PER_HOUR opened in the
+    last hour. Call it in the transaction that would open the request: it takes the
+    requester's lock until that transaction ends, so one person's concurrent calls are counted
+    one after another (two cannot both take the last place)."""
+    now = now or timezone.now()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            [f"approvals:requester:{requester_id}"],
+        )
+    mine = ApprovalRequest.objects.filter(requester_id=requester_id)
+    waiting = mine.filter(status=RequestStatus.PENDING).count()
+    if waiting >= settings.APPROVAL_PENDING_PER_REQUESTER:
+        return Bound(
+            "too_many_pending_approvals",
+            gettext_noop(
+                "You already have %(count)d requests waiting for an approver, the most one "
+                "person may have at once."
+            ),
+            gettext_noop("Wait until an approver decides one, or withdraw one in My bookings."),
+            {"count": waiting},
+        )
+    hour = timedelta(hours=1)
+    opened = list(
+        mine.filter(created_at__gt=now - hour)
+        .order_by("-created_at")
+        .values_list("created_at", flat=True)[: settings.APPROVAL_REQUESTS_PER_HOUR]
+    )
+    if len(opened) < settings.APPROVAL_REQUESTS_PER_HOUR:
+        return None
+    free_at = opened[-1] + hour  # the oldest of the last hour's leaves it
+    retry_after_ms = max(1000, int((free_at - now).total_seconds() * 1000))
+    return Bound(
+        "too_many_approvals_this_hour",
+        gettext_noop(
+            "You asked for %(count)d approvals in the last hour, the most one person may ask "
+            "for in an hour."
+        ),
+        gettext_noop("Ask again in %(minutes)d min."),
+        {"count": len(opened), "minutes": -(-retry_after_ms // 60_000)},
+        retry_after_ms,
+    )
+
+
+# --- the approvers' mail: one per approver per window, listing the window's new requests -----
+
+
+def approvers_mail_send(*, now: datetime | None = None) -> int:
+    """Mail the approvers the pending requests not mailed yet, one mail per approver listing
+    those not their own, unless a mail went out less than APPROVAL_MAIL_WINDOW_SECONDS ago
+    (then the beat task sends them at the window's end). One sender at a time; each request
+    is mailed once. How many requests were mailed."""
+    now = now or timezone.now()
+    window = timedelta(seconds=settings.APPROVAL_MAIL_WINDOW_SECONDS)
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ["approvals:mail"]
+            )
+        last = (
+            ApprovalRequest.objects.filter(mailed_at__isnull=False)
+            .order_by("-mailed_at")
+            .values_list("mailed_at", flat=True)
+            .first()
+        )
+        if last is not None and now - last < window:
+            return 0
+        due = list(
+            ApprovalRequest.objects.filter(mailed_at__isnull=True, status=RequestStatus.PENDING)
+            .select_related("requester")
+            .order_by("created_at")
+        )
+        if not due:
+            return 0
+        ApprovalRequest.objects.filter(pk__in=[r.pk for r in due]).update(mailed_at=now)
+        mails = []
+        for approver_id, address in approver_addresses():
+            theirs = [r for r in due if r.requester_id != approver_id]
+            if theirs:
+                mails.append(_approver_mail(theirs, address))
+        transaction.on_commit(lambda: mailers.default.send_messages(mails), robust=True)
+    return len(due)
+
+
+def _approver_mail(requests: list[ApprovalRequest], address: str) -> EmailMessage:
+    if len(requests) == 1:
+        intent = requests[0].intent
+        subject = gettext("Approval needed: %(what)s for %(who)s") % _who_what(intent)
+    else:
+        subject = ngettext(
+            "%(count)d approval needed", "%(count)d approvals needed", len(requests)
+        ) % {"count": len(requests)}
+    body = "\n\n".join(_request_lines(r) for r in requests)
+    return EmailMessage(subject, body, None, [address])
+
+
+def _who_what(intent: dict[str, Any]) -> dict[str, str]:
+    return {
+        "who": intent.get("requester_name") or intent.get("subject", ""),
+        "what": say(intent.get("summary")) or intent.get("tool", ""),
+    }
+
+
+def _request_lines(request: ApprovalRequest) -> str:
     intent = request.intent
-    who = intent.get("requester_name") or intent.get("subject", "")
-    what = say(intent.get("summary")) or intent.get("tool", "")
-    subject = gettext("Approval needed: %(what)s for %(who)s") % {"what": what, "who": who}
-    body = "\n".join(
+    return "\n".join(
         [
             gettext("%(who)s asks for: %(what)s (%(channel)s)")
-            % {"who": who, "what": what, "channel": say(intent.get("channel"))},
+            % {**_who_what(intent), "channel": say(intent.get("channel"))},
             gettext("Why it needs approval: %(reasons)s")
             % {"reasons": say(intent.get("risk_reasons") or [])},
             gettext("Decide before %(deadline)s in the approvals inbox.")
             % {"deadline": f"{timezone.localtime(request.deadline):%Y-%m-%d %H:%M %Z}"},
         ]
     )
-    transaction.on_commit(lambda: send_mail(subject, body, None, recipients), robust=True)
 
 
 def approval_decide(*, request_id: Any, approver: User, approve: bool, reason: str) -> Result:

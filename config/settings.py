@@ -415,6 +415,19 @@ APPROVAL_DEADLINE_MAX_HOURS = int(os.environ.get("APPROVAL_DEADLINE_MAX_HOURS", 
 APPROVAL_DEADLINE_MIN_MINUTES = int(os.environ.get("APPROVAL_DEADLINE_MIN_MINUTES", "5"))
 # How long a signed approval stays usable after the decision (never past the request deadline).
 APPROVAL_VALID_MINUTES = int(os.environ.get("APPROVAL_VALID_MINUTES", "10"))
+# Approvers cannot be flooded: a person may have this many requests waiting at once and open
+# this many an hour; a high-risk call past either is refused (rate_limited) before anything is
+# recorded or mailed.
+APPROVAL_PENDING_PER_REQUESTER = int(os.environ.get("APPROVAL_PENDING_PER_REQUESTER", "5"))
+APPROVAL_REQUESTS_PER_HOUR = int(os.environ.get("APPROVAL_REQUESTS_PER_HOUR", "20"))
+# Approvers get at most one mail per this many seconds: a request opened when none was mailed
+# within it is mailed at once; the ones that follow wait for the window's end and go together,
+# one mail per approver listing them (sent by the beat task below).
+APPROVAL_MAIL_WINDOW_SECONDS = float(os.environ.get("APPROVAL_MAIL_WINDOW_SECONDS", "60"))
+CELERY_BEAT_SCHEDULE["approvers-mail"] = {
+    "task": "approvals.tasks.approvers_mail_task",
+    "schedule": max(1.0, APPROVAL_MAIL_WINDOW_SECONDS / 4),
+}
 
 # --- mail (approval notifications): the console in development, SMTP in production ---
 _MAIL_BACKEND = os.environ.get(

@@ -123,8 +123,8 @@ def tool_call(request: AuthedRequest, name: str) -> JsonResponse:
         envelope.get("code") or "", 202 if envelope.get("pending") else 200
     )
     response = JsonResponse(envelope, status=status)
-    if status in _REFUSAL_STATUS.values():
-        response["Retry-After"] = str(math.ceil((envelope.get("retry_after_ms") or 1000) / 1000))
+    if status in _REFUSAL_STATUS.values() and envelope.get("retry_after_ms"):
+        response["Retry-After"] = str(math.ceil(envelope["retry_after_ms"] / 1000))
     return response
 
 
@@ -134,6 +134,10 @@ _REFUSAL_STATUS = {
     "rate_limited": 429,
     "rate_limiter_unavailable": 503,
     "circuit_open": 503,  # the tool failed repeatedly just now (runtime.circuit)
+    # A HIGH call past its requester's bound of approval requests (gate.check_approvals_bound):
+    # the hour's with Retry-After, the waiting ones' without (it depends on the approvers).
+    "too_many_approvals_this_hour": 429,
+    "too_many_pending_approvals": 429,
 }
 
 

@@ -1,6 +1,7 @@
 """The gate: every proposed call passes these checks, in this order, before anything executes:
 rate limit (every call counts, refused ones too), unknown tool, schema, visibility to the
-subject's roles, the delegation's scope, the run's budget, loop detection, then policy risk.
+subject's roles, the delegation's scope, the run's budget, loop detection, then policy risk
+(a HIGH call: the tool's own rules, and its requester's bound of approval requests).
 
 Each refusal is an envelope with a hint and has no side effect on the environment.
 """
@@ -28,6 +29,7 @@ from agentops.contract import (
 from agentops.contract.limits import safe_text
 from agentops.runtime import ratelimit, registry
 from agentops.runtime.timing import LOOP_LIMIT, Budgets
+from approvals import services as approvals
 
 
 class GateDecision(StrEnum):
@@ -313,6 +315,9 @@ def screen(
         invalid = check_valid(spec, ctx, args)
         if invalid is not None:  # refused as its input is: its action keeps a digest only
             return Verdict(invalid.decision, invalid.check, spec, None, error=invalid.error)
+        refused = check_approvals_bound(ctx.user.pk)
+        if refused is not None:
+            return Verdict(refused.decision, refused.check, spec, args, error=refused.error)
     decision = GateDecision.APPROVAL if level == SideEffect.HIGH else GateDecision.EXECUTE
     return Verdict(decision, GateCheck.POLICY, spec, args, level, reasons)
 
@@ -327,6 +332,25 @@ def check_valid(spec: ToolSpec, ctx: CallContext, args: BaseModel) -> Verdict | 
     except ToolError as exc:
         return Verdict(GateDecision.REFUSE, GateCheck.SCHEMA, error=exc)
     return None
+
+
+def check_approvals_bound(user_id: int) -> Verdict | None:
+    """A HIGH call would open an approval request: not when its requester already has too
+    many waiting, or opened too many this hour (approvals.services.approval_request_bound,
+    which holds the requester's lock until the caller's transaction ends). Refused before
+    anything is recorded, requested or mailed, in the reader's words (``detail``)."""
+    bound = approvals.approval_request_bound(requester_id=user_id)
+    if bound is None:
+        return None
+    error = ToolError(
+        Reason.RATE_LIMITED,
+        bound.code,
+        bound.msgid % bound.params,
+        bound.hint % bound.params,
+        bound.retry_after_ms,
+        detail={"msgid": bound.msgid, "hint_msgid": bound.hint, "params": bound.params},
+    )
+    return Verdict(GateDecision.REFUSE, GateCheck.RATE_LIMIT, error=error)
 
 
 def recheck(
