@@ -76,7 +76,9 @@ def _headcount(s: str) -> tuple[int | None, int | None, str]:
 
 
 _TARGET = re.compile(
-    r"\b(?:to|into|until)\b\s+|(?:改到|挪到|换到|调到|调整到|移到|提前到|推迟到|延后到|推到|延到|改成|换成|改在|放到)"
+    # "to" before a verb ("need to reschedule") says nothing of where the booking goes.
+    r"\b(?:to|into|until)\b\s+(?!(?:move|reschedule|push|change|shift|postpone|delay|bump|"
+    r"cancel|book|make|get|have|be|do|see|ask|know|check|switch|swap|update|rebook)\b)|(?:改到|挪到|换到|调到|调整到|移到|提前到|推迟到|延后到|推到|延到|改成|换成|改在|放到)"
 )
 
 
@@ -175,6 +177,9 @@ def parse_move(text: str, *, today: date, rooms: Sequence[RoomName]) -> MoveAsk:
     start, _, source_rest = _span(source_rest)
     to_day, goal_rest = extract_date(goal, today) if goal else (None, "")
     to_start, to_end, goal_rest = _span(goal_rest) if goal else (None, None, "")
+    if goal and to_start is None and re.match(r"\s*\d{1,2}(?![\d:.])", goal_rest):
+        # "moved to 11": a bare hour where the booking goes is a time of day.
+        to_start, to_end, goal_rest = _span(f"at {goal_rest.strip()}")
     return MoveAsk(
         code=codes[0] if len(codes) == 1 else None,
         day=day,
