@@ -92,6 +92,7 @@ LIST = re.compile(
     r"|我[^，,。]{0,8}(?:有哪些|有什么|有几个|有没有|订了哪|订了什么|订了几|约了哪|约了什么)[^，,。]{0,6}(?:预约|预订|会议|订单|会议室|房间)?"
     r"|我的(?:预约|预订|会议室预订|订单|会议安排)|(?:查|看)[^，,。]{0,4}我[^，,。]{0,4}(?:预约|预订|订了|订的|约的|定的)"
     r"|\bwhat'?s\s+on\s+my\s+(?:calendar|schedule|plate|agenda)\b"
+    r"|\b(?:did|have)\s+i\s+(?:book|reserve)(?:ed)?\s+(?:anything|something|any\s+rooms?|a\s+room)\b"
     r"|\bwhat\s+(?:have|did)\s+i\s+(?:got\s+)?(?:booked|reserved)\b|\bwhat\s+have\s+i\s+got\b"
     r"|\b(?:do|did)\s+i\s+have\s+(?:anything|something|any\s+rooms?)\b"
     r"|\bmy\s+(?:upcoming|next|current|existing|booked)\s+(?:bookings?|reservations?|meetings?|rooms?)\b"
@@ -105,6 +106,7 @@ LIST = re.compile(
 _ZH_QUESTION = (
     r"(?<!帮我)(?<!给我)(?<!替我)(?:能|可以|还能|还可以|能不能|可不可以)\s*(?:订|预订|约|用)\s*(?:到|得到|上)?"
     r"[^，,。帮给替]{0,12}(?:吗|么|\?|？)|订得到|订得上|能订到|还有没有|有没有空|空吗|有人用吗|被占了吗|占了吗"
+    r"|被(?:订|预订|约|占|用)(?:了|走|掉)?(?:吗|么|没|\?|？)"
 )
 AVAILABILITY = re.compile(
     r"\b(?:is|are)\b[^.?]{0,60}\b(?:free|available|open|taken|busy|booked|vacant)\b"

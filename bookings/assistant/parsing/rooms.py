@@ -111,6 +111,30 @@ _GENERIC = frozenset(
         "your",
     ]
 )
+_DAY_WORDS = frozenset(
+    [
+        "today",
+        "tomorrow",
+        "tonight",
+        "yesterday",
+        "monday",
+        "tuesday",
+        "wednesday",
+        "thursday",
+        "friday",
+        "saturday",
+        "sunday",
+        "mon",
+        "tue",
+        "wed",
+        "thu",
+        "fri",
+        "sat",
+        "sun",
+        "tmrw",
+        "tmr",
+    ]
+)
 _EN_UNKNOWN = (
     re.compile(r"\b(?:the\s+)?(?P<name>[a-z][a-z'-]{2,})\s+(?:meeting\s+)?room\b"),
     re.compile(r"\broom\s+(?:called|named)\s+(?P<name>[a-z][a-z'-]{1,})\b"),
@@ -161,6 +185,8 @@ def find_rooms(s: str, rooms: Sequence[RoomName]) -> RoomsFound:
     for pattern in _EN_UNKNOWN:
         for match in pattern.finditer(s):
             name = match["name"]
+            if name.removesuffix("'s") in _DAY_WORDS:
+                continue  # "tomorrow's meeting room": a booking's day, not a room's name
             if name not in _GENERIC and name not in FILLER and name not in unknown:
                 unknown.append(name)
                 s = blank(s, match)

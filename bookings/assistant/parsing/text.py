@@ -166,6 +166,13 @@ def _clock_words(s: str) -> str:
     return _TIMES_COUNT.sub(lambda m: f" {m['n']} people", s)
 
 
+# "and one on Friday too", "book one for 3": one booking, not the number 1.
+_ONE_BOOKING = re.compile(
+    r"\b(and|book|get|grab|need|want|reserve|also|me)\s+one\b"
+    r"(?!\s*(?:people|persons?|ppl|pax|of\b|hours?|hrs?|h\b|more|other|[:.]?\d|pm|am|o'?clock))"
+)
+
+
 def normalize(text: str) -> str:
     """Fold width, case, dashes and number words so that later patterns see ASCII digits."""
     s = unicodedata.normalize("NFKC", text).lower()
@@ -177,6 +184,7 @@ def normalize(text: str) -> str:
     s = _NOT_ONE_OCLOCK.sub(r"\1一些", s)
     s = _NOT_A_NUMBER.sub(lambda m: m.group(0)[1:], s)  # "一共", "一下": not the number 1
     s = _PRONOUN_ONE.sub(r"\1", s)  # "the second one", "that one": not the number 1
+    s = _ONE_BOOKING.sub(r"\1", s)
     s = _CN_NUMBER.sub(_cn_number_to_digits, s)
     s = _EN_NUMBER.sub(lambda m: _EN_NUMBERS[m.group(1)], s)
     s = _clock_words(s)
