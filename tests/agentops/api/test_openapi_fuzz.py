@@ -1,8 +1,12 @@
 """Schemathesis fuzzes the JSON API from its own OpenAPI 3.1 document (`/api/openapi.json`), in
-process through the WSGI app against real PostgreSQL and Redis: no 5xx, every status, content
-type and body as the document says. Bounded: 25 examples per operation and mode."""
+process through the WSGI app against real PostgreSQL and Redis, five kinds of caller taking
+turns: no 5xx, every status, content type and body as the document says, every payload judged
+(none held back by a per-person limit: tests/agentops/fuzzing.py counts them). Bounded: 25
+examples per operation and mode."""
 
 from __future__ import annotations
+
+import itertools
 
 import pytest
 import schemathesis
@@ -10,9 +14,8 @@ from django.core.wsgi import get_wsgi_application
 from django.test import Client
 from hypothesis import HealthCheck, settings
 
-from accounts.services import token_issue
 from agentops.runtime import registry
-from agentops.runtime.redis_client import get_redis
+from tests.agentops.fuzzing import fuzz_limits, fuzz_principals, tally_for
 
 pytestmark = [pytest.mark.integration]
 
@@ -28,13 +31,27 @@ schema.config.generation.update(
 
 
 @pytest.fixture
-def token(transactional_db, rooms, e17, settings) -> str:
-    # The fuzzer is one user calling fast: the per-user limits stay out of its way here
-    # (they are tested on their own in test_ratelimit.py).
-    settings.AGENT_RATE_LIMIT_PER_MINUTE = 100_000
-    settings.AGENT_RUN_RATE_LIMIT_PER_MINUTE = 100_000
-    get_redis().flushdb()
-    return token_issue(user=e17)
+def principals(transactional_db, rooms, e17, e23, settings) -> dict[str, str]:
+    """The callers the fuzzer takes turns with, the per-person limits out of their way (they
+    are tested on their own): every payload is judged (tests/agentops/fuzzing.py)."""
+    fuzz_limits(settings)
+    return fuzz_principals(e17=e17, e23=e23)
+
+
+@pytest.fixture
+def token(principals) -> str:
+    return principals["e17"]
+
+
+@pytest.fixture
+def fuzzed(request, principals):
+    """Each of this operation's payloads, sent as the next principal in turn; then every one
+    reached validation and none was answered 5xx."""
+    operation = request.node.name.split("[", 1)[-1].rstrip("]")  # "POST /api/tools/get_booking"
+    tally = tally_for(f"schemathesis: {operation}")
+    turns = itertools.cycle(sorted(principals.items()))
+    yield tally, turns
+    tally.check(minimum=1, principals=min(tally.payloads, len(principals)))
 
 
 @schema.parametrize()
@@ -44,9 +61,18 @@ def token(transactional_db, rooms, e17, settings) -> str:
     suppress_health_check=list(HealthCheck),
     derandomize=True,
 )
-def test_the_api_holds_to_its_document_under_fuzzing(case, token):
-    case.call_and_validate(
-        headers={"Authorization": f"Bearer {token}"},
+def test_the_api_holds_to_its_document_under_fuzzing(case, fuzzed):
+    tally, turns = fuzzed
+    principal, token = next(turns)
+    headers = {"Authorization": f"Bearer {token}"}
+    response = case.call(headers=headers)
+    if response.status_code == 401 and _probes_authentication(case):
+        tally.probes += 1  # the fuzzer took the credentials away on purpose
+    else:
+        tally.record(response.status_code, _json(response), principal)
+    case.validate_response(
+        response,
+        headers=headers,
         # Both checks assume that the schema alone decides acceptance. Here a call that breaks
         # a tool's schema is answered 200 with a red envelope (the contract the model sees, as
         # the document says), and a schema-valid run request can still be refused with a 400
@@ -56,6 +82,20 @@ def test_the_api_holds_to_its_document_under_fuzzing(case, token):
             schemathesis.checks.positive_data_acceptance,
         ],
     )
+
+
+def _probes_authentication(case) -> bool:
+    """The case tests the API's Authorization header (schemathesis' coverage phase: missing,
+    or of another shape): refused before any payload is looked at, by design."""
+    data = getattr(getattr(case.meta, "phase", None), "data", None)
+    return getattr(data, "parameter", None) == "Authorization"
+
+
+def _json(response) -> object:
+    try:
+        return response.json()
+    except ValueError:
+        return None
 
 
 # --- the document itself --------------------------------------------------------------------------
