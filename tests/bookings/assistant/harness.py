@@ -409,6 +409,9 @@ def run_case(case: dict[str, Any], asker, other, *, live: bool = False) -> Verdi
         problems.append(f"expected to wait for an approver, got {last.outcome}: {last.reply!r}")
     if job == "ask" and not asked:
         problems.append(f"expected a question, got {last.outcome}: {last.reply!r}")
+    if job == "refuse" and last.outcome in ("succeeded", "waiting_approval", "answered"):
+        # A request the rules refuse (a past time, no such room): explained, nothing written.
+        problems.append(f"expected a refusal explained, got {last.outcome}: {last.reply!r}")
     if job == "move" and last.outcome != "succeeded":
         problems.append(f"expected a verified move, got {last.outcome}: {last.reply!r}")
     if job == "answer" and last.outcome != "answered":
