@@ -70,13 +70,25 @@ def _stable(value: Any) -> Any:
 
 def _code_identity(fn: Any) -> str | None:
     """Where a callable lives and a digest of its compiled body: a new handler or adapter, or a
-    changed one, is another tool generation (the same in every process of one release)."""
+    changed one, is another tool generation (the same in every process of one release). A
+    decorated function (``functools.wraps``: ``__wrapped__``) is fingerprinted down to the
+    function it wraps, not only the wrapper (the wrapper's body is the same for every tool)."""
     if fn is None:
         return None
-    target = getattr(fn, "func", fn)  # a functools.partial's function
-    code = getattr(target, "__code__", None)
-    body = hashlib.sha256(repr(_stable(code)).encode()).hexdigest()[:16] if code is not None else ""
-    return f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', '')}:{body}"
+    parts = []
+    target: Any = fn
+    while target is not None and len(parts) < 8:
+        target = getattr(target, "func", target)  # a functools.partial's function
+        code = getattr(target, "__code__", None)
+        body = (
+            hashlib.sha256(repr(_stable(code)).encode()).hexdigest()[:16]
+            if code is not None
+            else ""
+        )
+        name = f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', '')}"
+        parts.append(f"{name}:{body}")
+        target = getattr(target, "__wrapped__", None)
+    return "<".join(parts)
 
 
 @functools.cache

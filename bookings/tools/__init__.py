@@ -259,6 +259,7 @@ TOOLS = [
         compensate=series.RESERVE_SERIES_COMPENSATION,
         assess_risk=series.reserve_series_risk,
         validate=validate.series_validate,
+        policy_facts=series.reserve_series_policy_facts,
         environment_version=series.reserve_series_environment_version,
         summarize=series.reserve_series_summarize,
         acts_at=adapters.starts_at,

@@ -176,6 +176,12 @@ def _occurrence_list(args: ReserveSeriesInput) -> str:
     return f"{len(found)} occurrences: {times}"
 
 
+def reserve_series_policy_facts(args: ReserveSeriesInput) -> dict[str, Any]:
+    """The room facts the series' risk and write depend on (approval flag, department, capacity,
+    bookable), as an approval binds them: an admin's edit of the room voids it."""
+    return {"room": args.room_id, "facts": selectors.room_facts(code=args.room_id)}
+
+
 def reserve_series_environment_version(args: ReserveSeriesInput) -> int | None:
     """The newest version of the series' windows in its room (selectors.room_window_version)."""
     try:

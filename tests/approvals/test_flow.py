@@ -566,3 +566,38 @@ def test_a_waiting_request_whose_slot_someone_else_took_is_closed_and_its_reques
     assert "was taken meanwhile" in mail.body
     # Nothing left for an approver to decide; a second sweep closes nothing.
     assert sweeper.sweep()["overtaken_approvals"] == 0
+
+
+def test_an_admins_edit_of_the_room_invalidates_an_approval_of_a_series(worker, e17, approver):
+    """A recurring series' approval binds the room's facts too: an edit of the room after the
+    request voids it, as for one booking."""
+    from agentops.runtime.direct import tool_call_governed
+
+    answer = tool_call_governed(
+        user=e17,
+        name="reserve_series",
+        arguments={
+            "room_id": "R16",
+            "start_at": START.isoformat(),
+            "end_at": END.isoformat(),
+            "rrule": "FREQ=WEEKLY;COUNT=2",
+            "attendees": 3,
+            "mode": "all",
+        },
+    )
+    assert answer["code"] == "approval_pending", answer
+    request = ApprovalRequest.objects.get()
+    assert request.binding["policy_facts"]["facts"]["requires_approval"] is True
+    with transaction.atomic():  # the edit lands after the decision, before the call runs
+        assert approval_decide(
+            request_id=request.pk, approver=approver, approve=True, reason="ok"
+        ).ok
+        Room.objects.filter(code="R16").update(capacity=5)
+
+    action = wait_until(
+        lambda: Action.objects.filter(pk=request.action_ref, status="rejected").first(),
+        message="the approval of the old facts to be refused",
+    )
+    assert action.result["code"] == "approval_drifted"
+    assert "policy_facts" in action.result["message"]
+    assert not Booking.objects.exists()

@@ -41,3 +41,32 @@ def test_the_generation_changes_with_what_the_tool_is():
 
     generations = {tool_generation(s) for s in (spec, other_handler, other_meta, other_verify)}
     assert len(generations) == 4
+
+
+def test_a_changed_handler_behind_the_same_wrapper_is_another_generation():
+    """The booking handlers are wrapped (functools.wraps) by one error-mapping decorator: the
+    generation must see the function inside, not only the wrapper, whatever its name."""
+    import functools
+
+    spec = registry.get("reserve_room")
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def wrapper(ctx, args):
+            return fn(ctx, args)
+
+        return wrapper
+
+    def handler(ctx, args):
+        return {"one": 1}
+
+    first = wrap(handler)
+
+    def handler(ctx, args):
+        return {"two": 2}
+
+    second = wrap(handler)
+    assert first.__qualname__ == second.__qualname__
+    assert tool_generation(dataclasses.replace(spec, handler=first)) != tool_generation(
+        dataclasses.replace(spec, handler=second)
+    )
