@@ -102,15 +102,49 @@ _ZH_WEEKDAY_ONLY = re.compile(
 )
 
 
+# A count of days or weeks from a day the request names ("a week from tomorrow", "3 days after
+# Friday", "明天起一周后"): the day named, then the count added. Read before the day alone, so
+# the day is never taken without its offset.
+_OFFSET_FROM = re.compile(
+    r"(?<!\bin\s)\b(?:a|(?P<n>\d+))\s+(?P<unit>days?|weeks?)\s+(?:from|after)\s+"
+    r"(?=(?:the\s+)?(?:day\s+after\s+)?(?:tomorrow|tmrw|tmr|next|this|coming"
+    r"|mon|tue|wed|thu|fri|sat|sun|jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)"
+    r"|\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?[a-z]{3}|\d{1,2}/\d{1,2})"
+)
+_ZH_OFFSET_FROM = re.compile(
+    r"(?P<anchor>明天|后天|大后天|(?:下个?|这个?|本)?(?:周|星期|礼拜)[一二三四五六日天1-7])\s*"
+    r"(?:起|开始|算起)?\s*(?P<n>\d+)?\s*个?\s*(?P<unit>天|周|星期|礼拜)\s*(?:后|以后|之后)"
+)
+
+
 def extract_date(s: str, today: date) -> tuple[date | None, str]:
     """Find the first date, absolute forms before relative ones, and blank it out of ``s``.
     A weekday or a day of the month written beside it ("Wednesday 9 December", "12月9日星期三",
     "Friday the 11th") is read with it: the same day, or no day at all when they disagree (the
-    person is asked which day, never given one of the two)."""
+    person is asked which day, never given one of the two). A count of days or weeks from a
+    named day ("a week from tomorrow") is added to that day; without a day it reads as none."""
+    offset, s = _offset_from(s)
     found, rest = _first_date(s, today)
     if found is None:
         return None, rest
+    if offset:
+        return found + timedelta(days=offset), rest
     return _agreeing(found, rest, today)
+
+
+def _offset_from(s: str) -> tuple[int, str]:
+    match = _OFFSET_FROM.search(s)
+    if match is not None:
+        days = 7 if match["unit"].startswith("week") else 1
+        return int(match["n"] or 1) * days, blank(s, match)
+    match = _ZH_OFFSET_FROM.search(s)
+    if match is not None:
+        days = 1 if match["unit"] == "天" else 7
+        anchor_end = match.end("anchor")  # the day stays to be read; its offset goes
+        return int(match["n"] or 1) * days, s[:anchor_end] + " " * (match.end() - anchor_end) + s[
+            match.end() :
+        ]
+    return 0, s
 
 
 def _agreeing(found: date, rest: str, today: date) -> tuple[date | None, str]:

@@ -222,7 +222,7 @@ def _resolve_range(first: _Clock, second: _Clock, text_period: str | None) -> tu
     start = _minutes(first, start_period) if start_period else _guess_start(first)
     end = _minutes(second, end_period)
     if end_period == _AM and second.hour == 12 and end <= start:
-        end = 12 * 60  # "上午11点到12点", "11am-12": the end is noon
+        end = 12 * 60 + second.minute  # "上午11点到12点半", "11am-12": the end is at noon
     if end <= start and start_inherited:
         # "11-1pm" is 11:00-13:00, not 23:00-13:00.
         flipped = _minutes(first, _flip(start_period))

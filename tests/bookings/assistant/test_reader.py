@@ -252,3 +252,33 @@ def test_a_language_switch_is_followed_and_a_bare_answer_keeps_the_language() ->
     assert language_of("4", (before,)) == "zh"
     assert language_of("ok", (before,)) == "zh"
     assert language_of("maple", (before,), frozenset({"maple"})) == "zh"
+
+
+# --- second pass (held-out sets 1 and 2 moved into the dev set) -----------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "day"),
+    [
+        ("book pine a week from tomorrow 3-4pm for 5", "2026-12-15"),
+        ("R9, a week from tomorrow, 15h-16h30, x5", "2026-12-15"),
+        ("maple 2 days after friday 3-4pm for 3", "2026-12-13"),
+        ("明天起一周后 下午3点到4点 pine 5人", "2026-12-15"),
+        ("need pebble in 6 days from 11 am for 30 min, just me", "2026-12-13"),
+    ],
+)
+def test_a_count_from_a_named_day_is_added_to_it(text: str, day: str) -> None:
+    """The day a count is counted from is never read without its count (a wrong booking)."""
+    assert reading(text).frame.day == day
+
+
+@pytest.mark.parametrize(
+    ("text", "span"),
+    [
+        ("明天上午11点到12点半 pine 6人", (660, 750)),
+        ("tomorrow 11am-12:30 maple for 3", (660, 750)),
+    ],
+)
+def test_an_end_at_noon_keeps_its_minutes(text: str, span: tuple[int, int]) -> None:
+    frame = reading(text).frame
+    assert (frame.start, frame.end) == span
