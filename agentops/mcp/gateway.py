@@ -313,13 +313,31 @@ def _input_model(schema: dict[str, Any], host_argument: str | None) -> type[Base
 
 
 def _output_model(schema: dict[str, Any] | None) -> type[BaseModel]:
+    """The third party's answer checked against its own declared output schema (MCP: a tool
+    that declares one must answer structured content that conforms), else against the shape
+    of a quoted text answer. Tool output is untrusted: an answer outside it is never passed on
+    (the runtime's output check refuses a read's and reconciles a write's, invoke._off_model)."""
     shown = copy.deepcopy(schema) or {
         "type": "object",
         "properties": {"text_quote": {"type": "string"}, "truncated": {"type": "boolean"}},
+        "required": ["text_quote", "truncated"],
+        "additionalProperties": False,
     }
+    validator = jsonschema.validators.validator_for(shown)(shown)
 
     class ExternalOutput(BaseModel):
         model_config = ConfigDict(extra="allow")
+
+        @model_validator(mode="before")
+        @classmethod
+        def _check(cls, data: Any) -> Any:
+            problems = [
+                f"{'.'.join(map(str, e.path)) or '(root)'}: {e.message}"
+                for e in sorted(validator.iter_errors(data), key=lambda e: list(e.path))[:5]
+            ]
+            if problems:
+                raise ValueError("; ".join(problems))
+            return data
 
         @classmethod
         def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:
