@@ -25,6 +25,12 @@ _ATTENDEES = (
         r"(?!\s*(?:[:.]\d|[ap]\.?m\b|hours?\b|hrs?\b|h\b|minutes?\b|mins?\b|o'?clock|-|to\b))"
     ),
     re.compile(r"(?:人数|参会人数|与会人数)\s*[:为是]?\s*(?P<n>\d+)"),
+    # "we'll be 8", "we're 7", "headcount 8", "attendees: 5": the count after the words that
+    # announce it.
+    re.compile(
+        r"\b(?:we(?:'ll|\s+will)?\s+be|we\s+are|we're|head\s*-?\s*count|attendees|pax|"
+        rf"people|participants|size)\s*(?:is\s+|of\s+)?[:=]?\s*(?P<n>\d+)\b{_NOT_PEOPLE}"
+    ),
     re.compile(r"(?:我们|一共|总共|共)\s*(?P<n>\d+)\s*个(?!小时|钟头|半)"),
     re.compile(rf"\bfor\s+(?P<n>\d+)\b{_NOT_PEOPLE}"),
 )
@@ -66,6 +72,7 @@ _COUNTING: tuple[tuple[re.Pattern[str], int], ...] = (
     (re.compile(r"\b(?:a\s+)?couple\s+(?:of\s+)?(?:people|persons|us|colleagues|guests)\b"), 2),
     (re.compile(r"\b(?:the\s+)?(?:2|two)\s+of\s+us\b"), 2),
     (re.compile(rf"我\s*(?:和|跟|与|加|带)\s*(?P<n>\d+)\s*{_ZH_OTHERS}"), 1),
+    (re.compile(r"我\s*\+\s*(?P<n>\d+)(?![\d:点.])"), 1),  # "我+2"
     # "我和另一个同事", "我跟另外两位同事": the asker and the others named.
     (re.compile(rf"我\s*(?:和|跟|与|加|带)\s*另(?:外)?\s*(?P<n>\d+)\s*{_ZH_OTHERS}"), 1),
     (re.compile(rf"(?P<n>\d+)\s*{_ZH_OTHERS}\s*(?:和|跟|加|加上)\s*我(?!们)"), 1),
@@ -100,7 +107,10 @@ def extract_counting(s: str) -> tuple[int | None, bool, str]:
     return None, False, s
 
 
-_JUST_ME = re.compile(r"\b(?:just|only)\s+(?:me|myself)\b|只有我|就我自己|我自己用")
+_JUST_ME = re.compile(
+    r"\b(?:just|only)\s+(?:me|myself)\b|\bsolo\b|\b(?:by\s+)?myself\b|\balone\b"
+    r"|只有我(?![们和跟与])|就我(?:自己|\s*1\s*个\s*人?|\s*1\s*人)|我自己用|我\s*1\s*个\s*人"
+)
 
 
 def extract_attendees(s: str) -> tuple[int | None, str]:

@@ -66,7 +66,7 @@ HEADCOUNT = re.compile(
     r"attendee\s+count|group\s+size)\s+(?:to|is|=|->|now)\s*\d+"
     r"|\b(?:change|update|set|raise|lower|increase|reduce|bump)\s+(?:the\s+|my\s+)?(?:headcount|"
     r"head\s+count|number\s+of\s+(?:people|attendees|guests)|attendees|attendee\s+count)\b"
-    r"|人数\s*(?:改|换|调|变|增|加|减|少|更新|修改)|(?:再|还要|还得|另外)?\s*(?:加|多|增加)\s*\d+\s*(?:个|位|名)?\s*(?:人|同事)"
+    r"|人数\s*(?:改|换|调|变|增|加|减|少|更新|修改)|(?:再|还要|还得|另外)?\s*(?<!我)(?:加|多|增加)\s*\d+\s*(?:个|位|名)?\s*(?:人|同事)"
     r"|少\s*\d+\s*(?:个|位|名)?\s*(?:人|同事)|(?:变成|改成|改为|增加到|减少到|加到|减到)\s*\d+\s*(?:个|位|名)?\s*人"
 )
 CANCEL = re.compile(

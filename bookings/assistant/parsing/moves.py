@@ -51,7 +51,7 @@ _HEADCOUNT_MORE = re.compile(
     r"|\b(?P<b>\d+)\s+more\s+(?:people|ppl|persons?|attendees?|guests?|colleagues?)"
     r"|\b(?P<one>add\s+(?:another|1\s+more)\s+(?:person|attendee|guest|seat)|another\s+person"
     r"\s+(?:is\s+)?(?:joining|coming))\b"
-    r"|(?:再|还要|还得|另外)?\s*(?:加|多|增加)\s*(?P<c>\d+)\s*(?:个|位|名)?\s*(?:人|同事)"
+    r"|(?:再|还要|还得|另外)?\s*(?<!我)(?:加|多|增加)\s*(?P<c>\d+)\s*(?:个|位|名)?\s*(?:人|同事)"
 )
 _HEADCOUNT_FEWER = re.compile(
     r"\b(?P<a>\d+)\s+(?:fewer|less)\s+(?:people|ppl|persons?|attendees?)"

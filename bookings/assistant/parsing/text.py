@@ -71,7 +71,8 @@ _LETTERS_BY_CJK = re.compile(r"(?<=[a-z])(?=[\u3400-\u9fff])|(?<=[\u3400-\u9fff]
 _TYPOS = (
     (
         re.compile(
-            r"\b(?:tomm?or+ow|tomm?or+w|tmor+ow|tomrr?ow|2mor+ow|2moro|tomoro|tmrow|tomorow)\b"
+            r"\b(?:tomm?or+ow|tomm?or+w|tmor+ow|tomrr?ow|2mor+ow|2moro|tomoro|tmrow|tomorow"
+            r"|tmrw|tmr|tmw|tmrrw)\b"
         ),
         "tomorrow",
     ),
@@ -89,15 +90,20 @@ _TYPOS = (
     (re.compile(r"\b(?:projecter|projektor|proyector|beamer|beamers)\b"), "projector"),
     (re.compile(r"\b(?:whitebaord|whitebord|white-board)\b"), "whiteboard"),
     (re.compile(r"\b(?:roon|rooom|rom)\b"), "room"),
-    (re.compile(r"\b(?:bok|boook|bkoo)\b"), "book"),
+    (re.compile(r"\b(?:bok|boook|bkoo|bookin|boking|bookng)\b"), "book"),
     (re.compile(r"\bafternoo?n?\b|\baftenoon\b|\barvo\b"), "afternoon"),
     (re.compile(r"\bmornin\b|\bmorining\b"), "morning"),
     (re.compile(r"\bavail(?:able|ible|abel|alble)?\b"), "available"),
+    (re.compile(r"(?<![\w'])'?til'?(?![\w'])"), "till"),
+    # "me n 1 other", "pine n maple": "n" alone is "and".
+    (re.compile(r"(?<=[a-z0-9] )n(?= [a-z0-9])"), "and"),
+    # "10:00道10:45", "3点倒4点": a mistyped 到 between two times.
+    (re.compile(r"(?<=[\d点分半])\s*[道倒导]\s*(?=\d|[一二两三四五六七八九十])"), "到"),
 )
 # "half past two" -> 2:30; "quarter past 3" -> 3:15; "quarter to 4" -> 3:45; "3.30" -> 3:30.
 _HALF_PAST = re.compile(r"\bhalf\s+past\s+(?P<h>\d{1,2})\b")
 _QUARTER_PAST = re.compile(r"\b(?:a\s+)?quarter\s+past\s+(?P<h>\d{1,2})\b")
-_QUARTER_TO = re.compile(r"\b(?:a\s+)?quarter\s+(?:to|til)\s+(?P<h>\d{1,2})\b")
+_QUARTER_TO = re.compile(r"\b(?:a\s+)?quarter\s+(?:to|till?)\s+(?P<h>\d{1,2})\b")
 _DOT_TIME = re.compile(r"(?<![\d.])(?P<h>\d{1,2})\.(?P<m>[0-5]\d)(?![\d.])")
 
 

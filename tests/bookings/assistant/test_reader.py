@@ -282,3 +282,34 @@ def test_a_count_from_a_named_day_is_added_to_it(text: str, day: str) -> None:
 def test_an_end_at_noon_keeps_its_minutes(text: str, span: tuple[int, int]) -> None:
     frame = reading(text).frame
     assert (frame.start, frame.end) == span
+
+
+@pytest.mark.parametrize(
+    ("text", "slots"),
+    [
+        ("bookin maple tmrw 11am til noon for 3 ppl", (660, 720, 3)),
+        ("maple 4 days from now, 1pm til 6pm, 3 ppl", (780, 1080, 3)),
+        ("pine in 5 days from 2 in the afternoon till 4, we'll be eight", (840, 960, 8)),
+        ("Book Bamboo next week Wednesday, 12 noon to 12:30, solo", (720, 750, 1)),
+        ("Book R5 tomorrow, 13:00-15:00, headcount 8", (780, 900, 8)),
+        ("R3 day after tmrw 4:30pm-5:30pm, 2 persons", (990, 1050, 2)),
+        ("yo need reed tmrw 8:30-9am for me n 1 other", (510, 540, 2)),
+        ("下周四上午9点到9点半,maple,我+2", (540, 570, 3)),
+        ("下周二 Maple 10:00道10:45 三个人", (600, 645, 3)),
+        ("大后天下午两点一刻开始订Bamboo,45分钟,就我一个", (855, 900, 1)),
+    ],
+)
+def test_everyday_ways_of_writing_times_and_counts(text: str, slots: tuple) -> None:
+    read_ = reading(text)
+    frame = read_.frame
+    assert read_.ready, (read_.missing, frame.unknown_words)
+    assert (frame.start, frame.end, frame.attendees) == slots
+
+
+def test_me_plus_colleagues_is_a_head_count_not_a_change() -> None:
+    read_ = reading("明早9点订pine一小时,我加三个同事")
+    assert (read_.job, read_.frame.attendees) == (Job.BOOK, 4)
+
+
+def test_day_after_an_abbreviated_tomorrow_is_two_days_ahead() -> None:
+    assert reading("lotus for 7 ppl day after tmrw 13:00-15:00").frame.day == "2026-12-09"
