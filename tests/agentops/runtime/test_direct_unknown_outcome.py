@@ -78,3 +78,98 @@ def test_a_lost_answer_is_unknown_then_reconciled_from_the_receipt(worker, e17, 
     assert retried["ok"]
     assert retried["data"]["booking_id"] == booking.code
     assert Booking.objects.count() == 1
+
+
+# --- every other write tool's "what happened under this key" ------------------------------------
+
+
+def _series_arguments():
+    start, end = slot(days=3, hour=9)
+    return {
+        "room_id": "R7",
+        "start_at": start.isoformat(),
+        "end_at": end.isoformat(),
+        "rrule": "FREQ=WEEKLY;COUNT=3",
+        "attendees": 2,
+        "mode": "all",
+    }
+
+
+def _change_setup(user) -> dict:
+    from tests.bookings.factories import booking_create
+
+    start, end = slot(days=3, hour=10)
+    booking = booking_create(requester=user, room="R7", start_at=start, end_at=end)
+    return {
+        "booking_id": booking.code,
+        "room_id": "R2",
+        "expected_version": Room.objects.get(code="R2").schedule_version,
+    }
+
+
+def _cancel_series_setup(user) -> dict:
+    from bookings.series import SeriesMode, series_reserve
+
+    start, end = slot(days=3, hour=9)
+    booked = series_reserve(
+        user=user,
+        room_code="R7",
+        start_at=start,
+        end_at=end,
+        rule="FREQ=WEEKLY;COUNT=3",
+        attendees=2,
+        mode=SeriesMode.ALL,
+        idempotency_key="setup-series",
+    )
+    return {"series_id": booked.series.pk}
+
+
+def _state() -> tuple:
+    from bookings.models import BookingChange, BookingSeries, SeriesCancellation
+
+    return (
+        sorted(Booking.objects.values_list("code", "room__code", "during", "status")),
+        BookingChange.objects.count(),
+        BookingSeries.objects.count(),
+        SeriesCancellation.objects.count(),
+    )
+
+
+@pytest.mark.parametrize(
+    ("tool", "setup"),
+    [
+        ("change_booking", _change_setup),
+        ("reserve_series", lambda user: _series_arguments()),
+        ("cancel_series", _cancel_series_setup),
+    ],
+)
+def test_each_write_tools_lost_answer_is_found_by_its_key_and_never_done_twice(
+    worker, e17, monkeypatch, tool, setup
+):
+    """change_booking, reserve_series and cancel_series declare what happened under a key: a
+    call whose write committed but whose answer was lost is settled from that lookup (found),
+    the run ends reconciled, and a retry with the same key does nothing again."""
+    arguments = setup(e17)
+    spec = registry.get(tool)
+
+    def commit_then_lose(ctx, args):
+        spec.handler(ctx, args)
+        raise LostReceiptError("injected: answer lost after the commit")
+
+    monkeypatch.setitem(registry._TOOLS, tool, dataclasses.replace(spec, handler=commit_then_lose))
+    before = _state()
+
+    envelope = tool_call_governed(user=e17, name=tool, arguments=arguments, idempotency_key="k")
+
+    assert (envelope["ok"], envelope["signal"]) == (False, "unknown_outcome"), envelope
+    after = _state()
+    assert after != before  # the write did commit
+    run = wait_for_run(AgentRun.objects.order_by("-created_at").first().pk)
+    assert (run.status, run.outcome) == ("succeeded", "reconciled"), run.reply
+    lookup = run.events.get(kind="reconcile_lookup")
+    assert lookup.payload["status"] == "found", lookup.payload
+
+    monkeypatch.setitem(registry._TOOLS, tool, spec)
+    retried = tool_call_governed(user=e17, name=tool, arguments=arguments, idempotency_key="k")
+    assert retried["ok"], retried
+    assert _state() == after  # nothing done twice
