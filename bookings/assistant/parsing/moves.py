@@ -329,6 +329,9 @@ def move_ask(
             ask = parse_move(f"to {text}", today=today, rooms=rooms)
         if not ask.names_a_booking and ask.day is None:
             return replace(ask, code=made)  # "make it 4 people instead" right after booking it
+    listed = listed_just_before(conversation)
+    if listed is not None and ask.code is None and not ask.names_a_booking and ask.day is None:
+        ask = replace(ask, code=listed)  # "move it an hour earlier" after a list of one
     if before is None or (earlier.get("move") or {}).get("ready"):
         return ask
     given = {k: v for k, v in ask.__dict__.items() if v is not None}
@@ -348,4 +351,16 @@ def made_just_before(conversation: Sequence[Mapping[str, Any]]) -> str | None:
     if reply.rstrip().endswith(("?", "？")):
         return None  # it asked: the answer follows up on its question
     codes = tuple(dict.fromkeys(re.findall(r"\bB\d{1,9}\b", reply)))
+    return codes[0] if len(codes) == 1 else None
+
+
+def listed_just_before(conversation: Sequence[Mapping[str, Any]]) -> str | None:
+    """The one booking the turn before listed ("what do I have tomorrow" answered with one):
+    what "it" right after refers to. None when it listed several, or none."""
+    if not conversation:
+        return None
+    last = conversation[-1]
+    if (last.get("understood") or {}).get("job") != "list":
+        return None
+    codes = tuple(dict.fromkeys(re.findall(r"\bB\d{1,9}\b", str(last.get("reply") or ""))))
     return codes[0] if len(codes) == 1 else None

@@ -264,6 +264,8 @@ def _read_turn_once(
         upper = True
     unknown_words = found.negated + unread_words(s, rooms, chinese=CJK.search(original) is not None)
     unknown_words += _bending(normalized)
+    if job in (Job.BOOK, None):
+        unknown_words += tuple(m.group(0) for m in _EVERY_ROOM.finditer(normalized))[:1]
     frame = Frame(
         job=job,
         day=day.isoformat() if day else None,
@@ -324,6 +326,14 @@ _BENDING = re.compile(
     r"每(?:周|天|个?星期|个?礼拜|个?月|个?工作日)|除了|或者|还是"
     r"|\b(?:every|each)\s+(?:other\s+)?(?:mon|tue|wed|thu|fri|sat|sun|day|week|morning|"
     r"afternoon|evening|month|weekday|workday|time)\w*"
+)
+
+
+# "book every room", "所有会议室都订下来": a booking of rooms nobody named, as many as there are.
+# The assistant books the rooms a request names, or one that fits: it says so and books none.
+_EVERY_ROOM = re.compile(
+    r"\b(?:every|each|all(?:\s+the)?|all\s+of\s+the)\s+(?:meeting\s+)?rooms?\b"
+    r"|(?:所有|全部|每个|每间)的?\s*(?:会议室|房间)"
 )
 
 
@@ -522,9 +532,13 @@ def read(
         and frame.day is None
         and frame.week is None
         and before is not None
-        and before.job == Job.BOOK
+        and (
+            before.job == Job.BOOK
+            or (before.job == Job.LIST and not frame.rooms and frame.start is None)
+        )
     ):
-        # "cancel it" right after a booking: the booking the last reply named.
+        # "cancel it" right after a booking, or after a list of one: the booking the last
+        # reply named (a list of several is asked about).
         made = tuple(dict.fromkeys(re.findall(r"\bB\d{1,9}\b", str(last.get("reply") or ""))))
         if len(made) == 1:
             frame = replace(frame, bookings=made)
