@@ -100,6 +100,7 @@ LIST = re.compile(
     r"|\bwhere\s+am\s+i\s+(?:meeting|booked)\b|\bwhich\s+rooms?\s+(?:have|did)\s+i\b"
     r"|我[^，,。]{0,6}(?:有|订了|约了|定了)(?:什么|啥|哪些|几个|没有)?\s*(?:会|会议|预订|预约|房间|会议室)(?:吗|呢|\?|？)?"
     r"|我(?:都)?订了(?:啥|什么|哪些|哪几个)|我订的(?:会议室|房间|预订)|我的(?:会议|会|安排)"
+    r"|列(?:出|一下|下|举)?[^，,。]{0,10}我[^，,。]{0,10}(?:预订|预约|订单)"
 )
 # "能订到会议室吗", "还有会议室可以订吗", "订得到吗": a question whose booking word is part of it
 # (not "可以帮我订个会议室吗", a polite order).
@@ -121,6 +122,9 @@ AVAILABILITY = re.compile(
     r"|\b(?:any\s+chance|is\s+it\s+possible)\b[^.?]{0,50}\b(?:room|free|available)\b"
     r"|\b(?:do\s+you\s+have|got|have\s+you\s+got)\s+(?:a|any)\s+(?:free\s+|empty\s+|open\s+)?rooms?\b[^.]*\?"
     r"|\banything\s+(?:open|free|available)\b"
+    # "any whiteboard rooms open …?", "rooms free tomorrow 9-10?": rooms said with a state.
+    r"|\bany\s+(?:\w+\s+){1,2}rooms?\b[^.?]{0,40}\b(?:free|available|open)\b"
+    r"|\brooms?\s+(?:free|available|open|vacant)\b"
     r"|" + _ZH_QUESTION
 )
 BOOK_VERB = re.compile(

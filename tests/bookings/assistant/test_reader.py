@@ -344,3 +344,16 @@ def test_move_it_after_a_list_of_one_names_that_booking() -> None:
 def test_book_every_room_is_not_a_booking_of_one(text: str) -> None:
     read_ = reading(text)
     assert not read_.ready and read_.blocked == "unknown_words"
+
+
+@pytest.mark.parametrize(
+    ("text", "job"),
+    [
+        ("any whiteboard rooms open in 3 days 2-3pm?", Job.AVAILABILITY),
+        ("rooms free day after tmrw 9-10am w/ whiteboard?", Job.AVAILABILITY),
+        ("列一下我下周四的会议室预订", Job.LIST),
+        ("列出我所有的预订", Job.LIST),
+    ],
+)
+def test_questions_in_everyday_words_are_not_bookings(text: str, job: Job) -> None:
+    assert reading(text).job == job
