@@ -75,7 +75,7 @@ def _code_identity(fn: Any) -> str | None:
     function it wraps, not only the wrapper (the wrapper's body is the same for every tool)."""
     if fn is None:
         return None
-    parts = []
+    parts: list[str] = []
     target: Any = fn
     while target is not None and len(parts) < 8:
         target = getattr(target, "func", target)  # a functools.partial's function
