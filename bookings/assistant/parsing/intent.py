@@ -125,6 +125,10 @@ AVAILABILITY = re.compile(
     # "any whiteboard rooms open …?", "rooms free tomorrow 9-10?": rooms said with a state.
     r"|\bany\s+(?:\w+\s+){1,2}rooms?\b[^.?]{0,40}\b(?:free|available|open)\b"
     r"|\brooms?\s+(?:free|available|open|vacant)\b"
+    # "is there a room with a projector for 5?", "有带投影仪、能坐5个人的会议室吗?": a question
+    # about rooms is answered, never booked ("我…有…会议室吗" asks about the asker's bookings).
+    r"|\b(?:is|are)\s+there\s+(?:a|an|any|some)?\s*(?:\w+\s+){0,3}rooms?\b"
+    r"|(?:^|[,.?!;])[^我,.?!;]*有[^我,.?!;]{0,24}(?:会议室|房间)\s*(?:吗|么|嘛|\?)"
     r"|" + _ZH_QUESTION
 )
 BOOK_VERB = re.compile(

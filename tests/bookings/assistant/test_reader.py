@@ -357,3 +357,21 @@ def test_book_every_room_is_not_a_booking_of_one(text: str) -> None:
 )
 def test_questions_in_everyday_words_are_not_bookings(text: str, job: Job) -> None:
     assert reading(text).job == job
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "下周四上午10点到11点，有带投影仪、能坐5个人的会议室吗？",
+        "明天下午有能坐5个人的会议室吗",
+        "is there a room with a projector for 5 tomorrow 10-11?",
+        "is there any meeting room with video for 6 tomorrow 3-4pm?",
+        "are there rooms with a whiteboard for 4 on friday 9-10?",
+    ],
+)
+def test_a_question_whether_there_is_a_room_is_answered_never_booked(text: str) -> None:
+    assert reading(text).job == Job.AVAILABILITY
+
+
+def test_a_question_about_ones_own_rooms_stays_a_list() -> None:
+    assert reading("我明天有会议室吗").job == Job.LIST
