@@ -521,6 +521,15 @@ def read(
         # "and the same time on Friday": the turn before's request, with what this one names.
         frame = _again(before, frame)
         return _finish(frame, language, local_now, tz, yes=turn.yes, no=turn.no)
+    if (
+        before is not None
+        and _retries_refused(before, frame, str(last.get("reply") or ""))
+        and not turn.same
+    ):
+        # "ok then Lighthouse", "那换成Pine吧", "ugh. 3 to 4 then" after a booking that was
+        # refused: the same request with the room or the time this turn names.
+        frame = _again(before, replace(frame, job=Job.BOOK.value))
+        return _finish(frame, language, local_now, tz, yes=turn.yes, no=turn.no)
     changes_a_booking = before is not None and not before.open and before.job == Job.BOOK
     if changes_a_booking and turn.correction and frame.job is None and not turn.has_intent:
         frame = replace(frame, job=Job.MOVE.value)  # changing a booking already made
@@ -570,6 +579,27 @@ def _again(before: Frame, now: Frame) -> Frame:
         options=(),
         open=False,
     )
+
+
+def _retries_refused(before: Frame, now: Frame, reply: str) -> bool:
+    """Whether ``now`` names only another room or another time for the complete booking
+    request of the turn before, which booked nothing (its reply names no booking)."""
+    complete = before.day is not None and before.start is not None and before.end is not None
+    return (
+        before.job == Job.BOOK
+        and not before.open
+        and complete
+        and _MADE_CODE.search(reply) is None
+        and now.job in (None, Job.BOOK)
+        and now.day is None
+        and now.week is None
+        and not now.bookings
+        and not now.unknown_words
+        and (len(now.rooms) == 1 or (now.start is not None and now.end is not None))
+    )
+
+
+_MADE_CODE = re.compile(r"\bB\d{1,9}\b")
 
 
 def _follows_up(before: Frame, turn: _Turn) -> bool:

@@ -12,7 +12,7 @@ import pytest
 
 from bookings.assistant.parsing.dates import extract_date, extract_weekend
 from bookings.assistant.parsing.moves import parse_move
-from bookings.assistant.parsing.reading import Job, language_of, read
+from bookings.assistant.parsing.reading import Job, language_of, read, understood
 from bookings.assistant.parsing.rooms import RoomName
 from bookings.assistant.parsing.text import normalize
 from bookings.assistant.parsing.words import bends, unread_words
@@ -375,3 +375,36 @@ def test_a_question_whether_there_is_a_room_is_answered_never_booked(text: str) 
 
 def test_a_question_about_ones_own_rooms_stays_a_list() -> None:
     assert reading("我明天有会议室吗").job == Job.LIST
+
+
+@pytest.mark.parametrize("text", ["4天后我有什么会议室预订", "我明天订了啥？", "我后天有啥会"])
+def test_what_is_asked_about_ones_own_bookings_is_a_list_not_a_room(text: str) -> None:
+    read_ = reading(text)
+    assert read_.job == Job.LIST
+    assert read_.frame.unknown_rooms == ()
+
+
+def _refused(text: str) -> tuple:
+    first = reading(text)
+    return ({"understood": understood(first), "reply": "Maple is too small for 4 people."},)
+
+
+@pytest.mark.parametrize(
+    ("follow_up", "room"), [("ah ok, Maple then", "R3"), ("那换成Pine吧", "R9")]
+)
+def test_a_room_named_after_a_refusal_keeps_the_day_time_and_people(
+    follow_up: str, room: str
+) -> None:
+    read_ = reading(follow_up, _refused("book Bamboo for 4 people tomorrow 9-10am"))
+    assert read_.job == Job.BOOK and read_.ready
+    assert read_.frame.rooms == (room,)
+    assert (read_.frame.day, read_.frame.start, read_.frame.attendees) == ("2026-12-08", 540, 4)
+
+
+def test_a_room_named_after_a_booking_made_is_not_a_new_booking_of_the_old_slot() -> None:
+    first = reading("book Bamboo for 4 people tomorrow 9-10am")
+    made = ({"understood": understood(first), "reply": "Booked Bamboo (R7), B12."},)
+    assert (
+        reading("ah ok, Maple then", made).job != Job.BOOK
+        or not reading("ah ok, Maple then", made).ready
+    )
