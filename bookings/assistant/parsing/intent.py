@@ -47,6 +47,7 @@ MOVE = re.compile(
     r"\b(?:move|push|reschedule|postpone|shift|delay|prepone|bring\s+forward|pull\s+forward|"
     r"extend|shorten|bump|shove|slide|rebook|re-book|moved|pushed|rescheduled|postponed|"
     r"shifted|bumped)\b(?!\s+(?:if|unless)\b)"
+    r"|\bpull\b(?=[^.?!]{0,80}\b(?:earlier|forward|back|in)\b)"
     r"|\bchange\s+(?:my|the|it|that|this|our)\b|\bswitch\s+(?:my|the|it|that)\b"
     r"|\b(?:update|amend|modify|adjust|edit)\s+(?:my|the|it|that|this|our)\b"
     r"|改到|改成|改期|推迟|延后|延期|提前|挪到|挪一下|挪个|往后推|往后挪|往前挪|换到|换个时间|换时间|改时间"

@@ -21,7 +21,7 @@ from bookings.assistant.parsing.times import extract_time_span, text_period
 _CODE = re.compile(r"(?<![a-z0-9])b(?P<n>\d{1,9})(?![a-z0-9])")
 _AMOUNT_NAMED = (
     r"(?P<n>an?|one|half\s+an|\d+(?:\.\d+)?|半)\s*(?:个\s*)?"
-    r"(?P<u>hours?|hrs?|h\b|minutes?|mins?|小时|钟头|分钟)"
+    r"(?P<u>hours?|hrs?|h\b|minutes?|mins?|小时|钟头|分钟|刻钟|刻)"
 )
 _AMOUNT_ONE = re.compile(_AMOUNT_NAMED)
 _AMOUNT = _AMOUNT_NAMED.replace("?P<n>", "?:").replace("?P<u>", "?:")
@@ -125,7 +125,7 @@ def _minutes(found: re.Match[str]) -> int:
     amount = 0.5 if n in ("半", "half an") or n.startswith("half") else 1.0
     if n not in ("a", "an", "one", "半") and not n.startswith("half"):
         amount = float(n)
-    per = 1 if unit.startswith(("m", "分")) else 60
+    per = 1 if unit.startswith(("m", "分")) else 15 if unit.startswith("刻") else 60
     return round(amount * per)
 
 
@@ -140,7 +140,7 @@ def _room(s: str, rooms: Sequence[RoomName]) -> str | None:
 
 
 _MOVE_VERB = re.compile(
-    r"\b(?:move|push|reschedule|postpone|shift|delay|bump|change\s+(?:the\s+)?time|to\s+\d)"
+    r"\b(?:move|push|pull|reschedule|postpone|shift|delay|bump|change\s+(?:the\s+)?time|to\s+\d)"
     r"|改到|挪到|换到|调到|推迟|提前|改期|延后"
 )
 

@@ -527,6 +527,7 @@ FILLER = frozenset(
         "cancelled",
         "move",
         "push",
+        "pull",
         "back",
         "forward",
         "earlier",

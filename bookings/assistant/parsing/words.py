@@ -95,6 +95,7 @@ _ORDINARY_WORDS = """
     ignore ignoring previous prior instructions instruction rules rule policy policies system
     prompt override bypass skip approval approvals approve approved admin administrator pretend
     act mode developer everybody everyone's anyone's meetings forget
+    ugh argh meh oops welp damn dang darn ahh aww whoops yikes
 """
 ORDINARY = frozenset(_ORDINARY_WORDS.split())
 # Where a room's name stands: after a booking verb or "in"/"at", or before "room".
@@ -123,7 +124,10 @@ def _ordinary(word: str) -> bool:
     stem = word.rstrip("s")
     if stem in FILLER or stem in ORDINARY:
         return True
-    # Words made from other words ("discussing", "ideally", "presentation") are not names.
+    # Words made from other words ("discussing", "ideally", "presentation", "offsite-ish")
+    # are not names.
+    if re.fullmatch(r"[a-z]{3,}-ish", word):
+        return True
     return len(word) > 5 and word.endswith(
         ("ing", "ly", "tion", "sion", "ment", "ness", "ity", "ed", "ize", "ise")
     )

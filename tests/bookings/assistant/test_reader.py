@@ -408,3 +408,36 @@ def test_a_room_named_after_a_booking_made_is_not_a_new_booking_of_the_old_slot(
         reading("ah ok, Maple then", made).job != Job.BOOK
         or not reading("ah ok, Maple then", made).ready
     )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "pull my Bamboo booking on the day after tomorrow 15 min earlier",
+        "后天Bamboo提前一刻钟",
+    ],
+)
+def test_pull_earlier_and_a_quarter_of_an_hour_move_a_booking_earlier(text: str) -> None:
+    assert reading(text).job == Job.MOVE
+    assert parse_move(text, today=NOW.date(), rooms=ROOMS).shift == -15
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "offsite-ish planning day: Pine from 10am to 4pm in 3 days, 5 ppl",
+        "ugh. Pine tomorrow 3 to 4pm for 4",
+    ],
+)
+def test_hedges_and_interjections_are_not_asked_about(text: str) -> None:
+    read_ = reading(text)
+    assert read_.frame.unknown_words == ()
+    assert read_.job == Job.BOOK and read_.ready
+
+
+def test_a_time_named_after_a_refusal_keeps_the_room_day_and_people() -> None:
+    read_ = reading("ugh. 3 to 4 then", _refused("book bamboo day after tomorrow 2-3pm, 4 ppl"))
+    assert read_.job == Job.BOOK and read_.ready
+    assert read_.frame.rooms == ("R7",)
+    assert (read_.frame.day, read_.frame.start, read_.frame.end) == ("2026-12-09", 900, 960)
+    assert read_.frame.attendees == 4
