@@ -107,7 +107,7 @@ def occurrences(*, rule: str, first_start: datetime, duration: timedelta) -> lis
     if not isinstance(rule, str) or not _RULE.match(rule):
         raise _refuse(
             "series_bad_rule",
-            gettext_noop("This repeat rule is not one the booking screens offer."),
+            gettext_noop("This repeat rule is not one that rooms can be booked with."),
             gettext_noop(
                 "Use daily, weekly or monthly by weekday, ending after a count or on a date."
             ),
@@ -129,7 +129,7 @@ def occurrences(*, rule: str, first_start: datetime, duration: timedelta) -> lis
     except (ValueError, OverflowError) as exc:
         raise _refuse(
             "series_bad_rule",
-            gettext_noop("This repeat rule is not one the booking screens offer."),
+            gettext_noop("This repeat rule is not one that rooms can be booked with."),
         ) from exc
     if len(starts) > MAX_OCCURRENCES:
         raise _refuse(

@@ -665,7 +665,7 @@ def _check_fresh(room: Room, *, start: datetime, end: datetime, expected: int | 
                 "%(room)s's schedule for that time changed since it was read "
                 "(version %(expected)s, now %(version)s)."
             ),
-            gettext_noop("Search availability again before reserving."),
+            gettext_noop("Look at the free times again, then change it."),
             params={"room": room.code, "expected": expected, "version": room.schedule_version},
         )
 
