@@ -38,7 +38,7 @@ from bookings.assistant.parsing.intent import (
     picked,
     wants_another_room,
 )
-from bookings.assistant.parsing.rooms import RoomName, find_rooms, fold
+from bookings.assistant.parsing.rooms import RoomName, find_rooms, fold, transposed_name
 from bookings.assistant.parsing.text import (
     CJK,
     extract_equipment,
@@ -263,6 +263,11 @@ def _read_turn_once(
     ):
         upper = True
     unknown_words = found.negated + unread_words(s, rooms, chinese=CJK.search(original) is not None)
+    codes = found.codes
+    if not codes and len(unknown_words) == 1:
+        swapped = transposed_name(unknown_words[0], rooms)
+        if swapped is not None:  # "Mapel": Maple, the one room it can be
+            codes, unknown_words = (swapped.code,), ()
     unknown_words += _bending(normalized)
     if job in (Job.BOOK, None):
         unknown_words += tuple(m.group(0) for m in _EVERY_ROOM.finditer(normalized))[:1]
@@ -280,7 +285,7 @@ def _read_turn_once(
         upper_bound=upper and attendees is not None,
         vague_attendees=vague,
         equipment=equipment,
-        rooms=found.codes,
+        rooms=codes,
         unknown_rooms=found.unknown,
         unknown_words=unknown_words,
         unsupported=unsupported,
@@ -529,6 +534,16 @@ def read(
         # "ok then Lighthouse", "那换成Pine吧", "ugh. 3 to 4 then" after a booking that was
         # refused: the same request with the room or the time this turn names.
         frame = _again(before, replace(frame, job=Job.BOOK.value))
+        return _finish(frame, language, local_now, tz, yes=turn.yes, no=turn.no)
+    if (
+        before is not None
+        and before.job == Job.LIST
+        and frame.job is None
+        and (frame.day is not None or frame.week is not None)
+        and not (frame.rooms or frame.unknown_words or frame.attendees or frame.start)
+    ):
+        # "and Tuesday next week?", "那下周二呢?" after a list: the same question of that day.
+        frame = _again(before, frame)
         return _finish(frame, language, local_now, tz, yes=turn.yes, no=turn.no)
     changes_a_booking = before is not None and not before.open and before.job == Job.BOOK
     if changes_a_booking and turn.correction and frame.job is None and not turn.has_intent:

@@ -231,6 +231,29 @@ def nearest_names(word: str, rooms: Sequence[RoomName], *, limit: int = 3) -> li
     return [by_name[n] for n in close]
 
 
+def transposed_name(word: str, rooms: Sequence[RoomName]) -> RoomName | None:
+    """The one room whose name ``word`` is with two neighbouring letters swapped ("mapel" ->
+    Maple): a slip of the fingers with one reading, taken as that room. Any other typo, or one
+    that could be two rooms, is asked about."""
+    typed = fold(word)
+    found = [
+        room
+        for room in rooms
+        if len(fold(room.name)) == len(typed) >= 4 and _one_swap(typed, fold(room.name))
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def _one_swap(a: str, b: str) -> bool:
+    diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+    return (
+        len(diff) == 2
+        and diff[1] == diff[0] + 1
+        and a[diff[0]] == b[diff[1]]
+        and a[diff[1]] == b[diff[0]]
+    )
+
+
 def close_to_a_name(word: str, rooms: Sequence[RoomName]) -> RoomName | None:
     """A room whose name ``word`` is probably a typo of ("bambo", "lotsu")."""
     found = nearest_names(word, rooms, limit=1)

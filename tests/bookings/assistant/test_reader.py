@@ -441,3 +441,30 @@ def test_a_time_named_after_a_refusal_keeps_the_room_day_and_people() -> None:
     assert read_.frame.rooms == ("R7",)
     assert (read_.frame.day, read_.frame.start, read_.frame.end) == ("2026-12-09", 900, 960)
     assert read_.frame.attendees == 4
+
+
+@pytest.mark.parametrize(
+    ("text", "room"), [("Mapel tmrw 3:30pm-4:30pm x3", "R3"), ("Bmaboo tmrw 3-4pm x3", "R7")]
+)
+def test_two_swapped_letters_of_one_rooms_name_take_that_room(text: str, room: str) -> None:
+    read_ = reading(text)
+    assert read_.frame.rooms == (room,) and read_.frame.unknown_words == ()
+
+
+def test_any_other_typo_of_a_room_name_is_asked_about() -> None:
+    read_ = reading("Mapl tmrw 3-4pm x3")
+    assert read_.frame.rooms == () and read_.frame.unknown_words == ("mapl",)
+
+
+@pytest.mark.parametrize(
+    ("first", "then", "day"),
+    [
+        ("do I have anything Monday next week?", "and Tuesday next week?", "2026-12-15"),
+        ("我下周一有预订吗？", "那下周二呢？", "2026-12-15"),
+    ],
+)
+def test_another_day_asked_after_a_list_lists_that_day(first: str, then: str, day: str) -> None:
+    listed = ({"understood": understood(reading(first)), "reply": "B1: Bamboo (R7) 10:00-11:00"},)
+    read_ = reading(then, listed)
+    assert read_.job == Job.LIST
+    assert read_.frame.day == day
