@@ -450,7 +450,7 @@ def _cancel(ctx: ModelContext, reading: Reading, names: Mapping[str, str], now: 
         if not remaining:
             return Step(outcome=StepOutcome.DONE)  # the runtime reports from verified receipts
         return Step([Proposal("cancel_booking", {"booking_id": remaining[0]})])
-    if done:
+    if done and not frame.how_many:
         return Step(outcome=StepOutcome.DONE)
     step = _list_step(ctx, list_window(reading.day_window, now))
     if step is not None:
@@ -468,7 +468,20 @@ def _cancel(ctx: ModelContext, reading: Reading, names: Mapping[str, str], now: 
             message=replies.nothing_to_cancel(language, when=reading.day_window, read=partial),
             outcome=StepOutcome.ASK_USER,
         )
-    if len(chosen) == 1 and reading.ready and "which" not in reading.missing and read.complete:
+    counted = frame.how_many is not None and len(chosen) == frame.how_many
+    if counted and reading.ready and "which" not in reading.missing and read.complete:
+        # "cancel both of my bookings on Friday" and exactly two are there: those two.
+        remaining = [b["booking_id"] for b in chosen if b["booking_id"] not in done]
+        if not remaining:
+            return Step(outcome=StepOutcome.DONE)
+        return Step([Proposal("cancel_booking", {"booking_id": remaining[0]})])
+    if (
+        len(chosen) == 1
+        and frame.how_many is None  # "both" and one is there: asked, never the one cancelled
+        and reading.ready
+        and "which" not in reading.missing
+        and read.complete
+    ):
         return Step([Proposal("cancel_booking", {"booking_id": chosen[0]["booking_id"]})])
     # Several, none named, or not all read (another may match too): the person confirms the
     # list before anything is cancelled.

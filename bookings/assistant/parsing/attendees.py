@@ -19,6 +19,7 @@ _ATTENDEE_RANGES = (
 )
 _ATTENDEES = (
     re.compile(rf"(?<![\d.])(?P<n>\d+)\s*(?:{PEOPLE}|{ZH_PEOPLE}|of\s+us\b)"),
+    re.compile(r"(?<![\d.:-])(?P<n>\d+)-(?:person|people|seat|seater)\b"),  # "a 4-person review"
     re.compile(
         r"\b(?:team|group|party|workshop|meeting|session|call|sync|training|class|panel|"
         r"interview|review|demo|lunch|offsite)\s+(?:of|for)\s+(?P<n>\d+)\b"

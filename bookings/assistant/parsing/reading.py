@@ -94,6 +94,7 @@ class Frame:
     for_someone: str | None = None
     bookings: tuple[str, ...] = ()  # booking codes named (B204)
     all_bookings: bool = False
+    how_many: int | None = None  # bookings counted ("both", "两个…都"): exactly so many
     another_room: bool = False
     condition: bool = False
     guessed: tuple[str, ...] = ()  # fields read by a convention the person should confirm
@@ -141,7 +142,7 @@ class Reading:
         if self.job == Job.CANCEL and self.ready:
             if f.bookings:
                 return len(f.bookings)
-            return 1
+            return f.how_many or 1
         return 0
 
     @property
@@ -176,6 +177,12 @@ _UNTIL_EOD = re.compile(
 )
 _BOOKING_CODE = re.compile(r"(?<![a-z0-9])b(?P<n>\d{1,9})(?![a-z0-9])")
 _ALL = re.compile(r"\ball\b|\bevery\b|\bboth\b|全部|所有|都")
+# "both of my bookings", "the two meetings", "两个预订都": exactly two bookings, cancelled only
+# when exactly two match.
+_TWO = re.compile(
+    r"\bboth\b|\b(?:the|my|those|these)\s+(?:2|two)\s+(?:bookings|reservations|meetings|rooms)\b"
+    r"|(?:2|两)\s*个?\s*(?:预订|预约|会议室|会议|会)[^，,。]{0,4}都"
+)
 _OFFERED = re.compile(r"\b([RB]\d{1,9})\b")
 
 
@@ -292,6 +299,7 @@ def _read_turn_once(
         for_someone=employee or person,
         bookings=bookings,
         all_bookings=_ALL.search(normalized) is not None,
+        how_many=2 if job == Job.CANCEL and _TWO.search(normalized) else None,
         another_room=wants_another_room(normalized),
         condition=CONDITION.search(normalized) is not None,
         guessed=tuple(guessed),

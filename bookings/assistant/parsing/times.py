@@ -73,7 +73,7 @@ _DURATIONS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], float]], ...]
     ),
     (
         re.compile(
-            r"(?<![\d.])(?P<n>\d+(?:\.\d+)?)\s*(?:hours?|hrs?|h)\b"
+            r"(?<![\d.])(?P<n>\d+(?:\.\d+)?)\s*-?\s*(?:hours?|hrs?|h)\b"
             r"(?:\s*(?:and\s+)?(?P<min>\d{1,2})\s*(?:minutes?|mins?|m)\b)?"
         ),
         lambda m: float(m["n"]) * 60 + int(m["min"] or 0),
@@ -90,7 +90,8 @@ _DURATIONS: tuple[tuple[re.Pattern[str], Callable[[re.Match[str]], float]], ...]
         lambda m: 30,
     ),
     (re.compile(r"\ban\s+hour\b"), lambda m: 60),
-    (re.compile(r"(?<![\d.])(?P<n>\d+)\s*(?:minutes?|mins?|分钟)"), lambda m: int(m["n"])),
+    # "45 minutes", "a 45-minute sync"
+    (re.compile(r"(?<![\d.])(?P<n>\d+)\s*-?\s*(?:minutes?|mins?|分钟)"), lambda m: int(m["n"])),
 )
 
 

@@ -468,3 +468,28 @@ def test_another_day_asked_after_a_list_lists_that_day(first: str, then: str, da
     read_ = reading(then, listed)
     assert read_.job == Job.LIST
     assert read_.frame.day == day
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "end", "attendees"),
+    [
+        ("Book Pine for a 45-minute sync starting 2pm in 3 days, 5 people.", 840, 885, 5),
+        ("Schedule Maple for a 4-person design review tomorrow at 11am, one hour.", 660, 720, 4),
+        ("Pine tomorrow 2pm, a 2-hour workshop, 6 ppl", 840, 960, 6),
+    ],
+)
+def test_hyphenated_durations_and_counts_are_read(
+    text: str, start: int, end: int, attendees: int
+) -> None:
+    read_ = reading(text)
+    assert read_.ready
+    assert (read_.frame.start, read_.frame.end, read_.frame.attendees) == (start, end, attendees)
+
+
+@pytest.mark.parametrize(
+    "text", ["cancel both of my bookings for the day after tomorrow", "后天的两个预订都取消"]
+)
+def test_both_bookings_allow_exactly_two_cancels(text: str) -> None:
+    read_ = reading(text)
+    assert read_.job == Job.CANCEL
+    assert read_.frame.how_many == 2 and read_.writes == 2
