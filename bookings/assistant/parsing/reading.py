@@ -183,6 +183,11 @@ _TWO = re.compile(
     r"\bboth\b|\b(?:the|my|those|these)\s+(?:2|two)\s+(?:bookings|reservations|meetings|rooms)\b"
     r"|(?:2|两)\s*个?\s*(?:预订|预约|会议室|会议|会)[^，,。]{0,4}都"
 )
+_TAKE = re.compile(
+    r"^\s*(?:ok(?:ay)?[,\s]+|then\s+|great[,\s]+)?(?:take|book|grab|reserve|get\s+me|i'?ll\s+take|"
+    r"let'?s\s+(?:do|take|go\s+with)|go\s+with)\b"
+    r"|^\s*(?:好的?[,，\s]*)?(?:那就?)?\s*(?:订|预订|要|就要|就订|用)"
+)
 _OFFERED = re.compile(r"\b([RB]\d{1,9})\b")
 
 
@@ -523,6 +528,13 @@ def read(
     frame = turn.frame
     if before is not None and before.open and _follows_up(before, turn):
         frame = _merge(before, frame, turn)
+        if (
+            before.job == Job.AVAILABILITY
+            and len(turn.frame.rooms) == 1
+            and _TAKE.search(normalize(text))
+        ):
+            # "take Pine", "订Pine" after the free rooms were answered: that room, as asked.
+            frame = replace(frame, job=Job.BOOK.value)
         return _finish(frame, language, local_now, tz, yes=turn.yes, no=turn.no)
     if (
         before is not None

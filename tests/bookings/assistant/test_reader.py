@@ -493,3 +493,22 @@ def test_both_bookings_allow_exactly_two_cancels(text: str) -> None:
     read_ = reading(text)
     assert read_.job == Job.CANCEL
     assert read_.frame.how_many == 2 and read_.writes == 2
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("which rooms with a projector are free tomorrow 10 to 11am for 6 people?", "take Pine"),
+        ("明天上午10点到11点有哪些空的会议室？6个人", "订Pine"),
+    ],
+)
+def test_a_room_taken_after_the_free_rooms_were_answered_is_booked_as_asked(
+    question: str, answer: str
+) -> None:
+    first = reading(question)
+    assert first.job == Job.AVAILABILITY
+    answered = ({"understood": understood(first), "reply": "Free: Pine (R9), Maple (R3)."},)
+    read_ = reading(answer, answered)
+    assert read_.job == Job.BOOK and read_.ready
+    assert read_.frame.rooms == ("R9",)
+    assert (read_.frame.start, read_.frame.end, read_.frame.attendees) == (600, 660, 6)
