@@ -164,6 +164,8 @@ class RulesPlanner:
         found: Observation, reserves: list[Observation], parsed: BookingRequest, department: str
     ) -> dict[str, Any] | None:
         rooms = _free(found, reserves)
+        if parsed.department:  # "an eng room": only that department's rooms
+            rooms = [r for r in rooms if r["department"] == parsed.department]
         if parsed.room_code:
             rooms = [r for r in rooms if r["room_id"] == parsed.room_code]
             # The search named it: named_room says whether it can be had, wherever it sorts
@@ -217,4 +219,5 @@ def _booking(reading: Reading) -> BookingRequest:
         language=reading.language,
         another_room=frame.another_room,
         room_codes=frame.rooms if several else (),
+        department=frame.department,
     )

@@ -43,6 +43,7 @@ class BookingRequest:
     language: str
     another_room: bool = False  # asked for a room in addition to one already held
     room_codes: tuple[str, ...] = ()  # a multi-room request: every room named (else empty)
+    department: str | None = None  # only a room of this department ("an eng room")
 
 
 @dataclass(frozen=True)

@@ -94,6 +94,7 @@ class Frame:
     for_someone: str | None = None
     bookings: tuple[str, ...] = ()  # booking codes named (B204)
     all_bookings: bool = False
+    department: str | None = None  # "an eng room", "工程部会议室": a room of that department
     how_many: int | None = None  # bookings counted ("both", "两个…都"): exactly so many
     another_room: bool = False
     condition: bool = False
@@ -183,6 +184,28 @@ _TWO = re.compile(
     r"\bboth\b|\b(?:the|my|those|these)\s+(?:2|two)\s+(?:bookings|reservations|meetings|rooms)\b"
     r"|(?:2|两)\s*个?\s*(?:预订|预约|会议室|会议|会)[^，,。]{0,4}都"
 )
+# "one of our eng rooms", "an engineering room", "one of the engineering ones", "工程部会议室":
+# the department whose rooms are meant (bookings.demo's departments).
+_DEPARTMENT = re.compile(
+    r"\b(?:1\s+of\s+(?:our|the)\s+)?(?P<en>eng|engineering|sales)(?:\s+team'?s)?\s+"
+    r"(?:meeting\s+)?(?:rooms?|ones?)\b|(?P<zh>工程部|研发部|技术部|销售部)(?:的)?"
+)
+_DEPARTMENTS = {
+    "eng": "Engineering",
+    "engineering": "Engineering",
+    "工程部": "Engineering",
+    "研发部": "Engineering",
+    "技术部": "Engineering",
+    "sales": "Sales",
+    "销售部": "Sales",
+}
+
+
+def _department(s: str) -> str | None:
+    named = {_DEPARTMENTS[m["en"] or m["zh"]] for m in _DEPARTMENT.finditer(s)}
+    return named.pop() if len(named) == 1 else None
+
+
 _TAKE = re.compile(
     r"^\s*(?:ok(?:ay)?[,\s]+|then\s+|great[,\s]+)?(?:take|book|grab|reserve|get\s+me|i'?ll\s+take|"
     r"let'?s\s+(?:do|take|go\s+with)|go\s+with)\b"
@@ -234,7 +257,8 @@ def _read_turn_once(
     room_names = frozenset(fold(r.name) for r in rooms)
     person = named_person(original, normalized, room_names)
     employee = named_beneficiary(normalized)
-    found = find_rooms(normalized, rooms)
+    department = _department(normalized)
+    found = find_rooms(_DEPARTMENT.sub(" ", normalized), rooms)
     s = found.rest
     bookings = tuple(dict.fromkeys(f"B{int(m['n'])}" for m in _BOOKING_CODE.finditer(s)))
     s = _BOOKING_CODE.sub(" ", s)
@@ -308,6 +332,7 @@ def _read_turn_once(
         another_room=wants_another_room(normalized),
         condition=CONDITION.search(normalized) is not None,
         guessed=tuple(guessed),
+        department=department,
     )
     has_intent = bool(INTENT.search(normalized)) or job is not None
     same = _SAME.search(normalized) is not None
@@ -381,6 +406,7 @@ def _merge(before: Frame, now: Frame, turn: _Turn) -> Frame:
         "period",
         "attendees",
         "for_someone",
+        "department",
     ):
         value = getattr(now, name)
         if value is not None:

@@ -512,3 +512,24 @@ def test_a_room_taken_after_the_free_rooms_were_answered_is_booked_as_asked(
     assert read_.job == Job.BOOK and read_.ready
     assert read_.frame.rooms == ("R9",)
     assert (read_.frame.start, read_.frame.end, read_.frame.attendees) == (600, 660, 6)
+
+
+@pytest.mark.parametrize(
+    ("text", "department"),
+    [
+        (
+            "one of our eng rooms that has a phone, for 2, day after tomorrow 8:30 to 9am",
+            "Engineering",
+        ),
+        ("i need an engineering room with video for 6 people tomorrow 4-5pm", "Engineering"),
+        ("帮忙订个能坐7个人、有投影仪的工程部会议室，后天下午2点到3点", "Engineering"),
+        ("a sales room for 3 tomorrow 2-3pm", "Sales"),
+        ("Maple tomorrow 2-3pm for 3", None),
+    ],
+)
+def test_a_department_named_is_a_slot_not_a_room_name(text: str, department: str | None) -> None:
+    read_ = reading(text)
+    assert read_.ready
+    assert read_.frame.rooms == (() if department else ("R3",))
+    assert read_.frame.department == department
+    assert read_.frame.unknown_words == () and read_.frame.unknown_rooms == ()
