@@ -51,7 +51,9 @@ MOVE = re.compile(
     r"|\bchange\s+(?:my|the|it|that|this|our)\b|\bswitch\s+(?:my|the|it|that)\b"
     r"|\b(?:update|amend|modify|adjust|edit)\s+(?:my|the|it|that|this|our)\b"
     r"|改到|改成|改期|推迟|延后|延期|提前|挪到|挪一下|挪个|往后推|往后挪|往前挪|换到|换个时间|换时间|改时间"
-    r"|改一下时间|调到|调整到|调一下|延长|缩短|挪挪"
+    r"|改一下时间|调到|调整到|调一下|延长|缩短|挪挪|顺延"
+    # "后天的Reed换成Maple, 时间不变": another room for a booking held, at its time
+    r"|(?:换成|改成|换到)[^,。]{0,16}[,]?\s*时间(?:不变|照旧|一样|不动)"
 )
 # A head count changed: "we'll be 6 now", "add 2 people", "2 more people are coming", "change the
 # number of people to 6", "人数改成4个", "再加两个人", "少一个人". Read as a change of a booking.

@@ -34,6 +34,12 @@ _EARLIER = re.compile(
     rf"\b(?:forward|earlier|up)\s+(?:by\s+)?{_AMOUNT}|{_AMOUNT}\s+earlier\b"
     rf"|(?:提前|往前挪|往前|早)\s*{_AMOUNT}"
 )
+_DAYS_LATER = re.compile(
+    r"\bthe\s+(?:next\s+)?day\s+after\s+(?:that|it)\b|\b(?:a|1)\s+day\s+later\b"
+    r"|\b(?:back|out)\s+(?:by\s+)?(?:a|1)\s+day\b"
+    r"|(?:往后|向后)?(?:顺延|推迟|延后|往后推|往后挪)\s*(?P<n>\d)\s*天"
+)
+_DAYS_EARLIER = re.compile(r"\bthe\s+day\s+before\s+(?:that|it)\b|(?:提前|往前挪)\s*(?P<n>\d)\s*天")
 # A head count changed, as a number of people (absolute) or a number more or fewer (delta).
 _PEOPLE_UNIT = r"(?:\s*(?:people|ppl|persons?|pax|attendees?|guests?|of\s+us|个人|个|位|名|人))"
 _HEADCOUNT_TO = re.compile(
@@ -165,7 +171,13 @@ def parse_move(text: str, *, today: date, rooms: Sequence[RoomName]) -> MoveAsk:
         )
     s = rest
     shift = None
-    for pattern, sign in ((_LATER, 1), (_EARLIER, -1)):
+    days = _DAYS_LATER.search(s) or _DAYS_EARLIER.search(s)
+    if days is not None:
+        # "push it to the day after that, same time", "往后顺延一天, 时间不变": whole days
+        sign = 1 if days.re is _DAYS_LATER else -1
+        shift = sign * int(days["n"] or 1) * 24 * 60
+        s = s[: days.start()] + " " + s[days.end() :]
+    for pattern, sign in ((_LATER, 1), (_EARLIER, -1)) if shift is None else ():
         match = pattern.search(s)
         if match is not None:
             shift = sign * _minutes(match)

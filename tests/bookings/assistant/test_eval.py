@@ -22,7 +22,6 @@ NOT_YET = frozenset(
         "ho-en-095",
         "ho-en-098",
         "ho-zh-068",
-        "ho-zh-089",
         "h2-en-029",
         "h2-en-074",
         "h2-en-080",
@@ -38,8 +37,6 @@ NOT_YET = frozenset(
         "h2-zh-099",
         "h3-en-046",
         "h3-en-052",
-        "h3-zh-018",
-        "h3-zh-026",
     }
 )
 

@@ -533,3 +533,23 @@ def test_a_department_named_is_a_slot_not_a_room_name(text: str, department: str
     assert read_.frame.rooms == (() if department else ("R3",))
     assert read_.frame.department == department
     assert read_.frame.unknown_words == () and read_.frame.unknown_rooms == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "shift"),
+    [
+        ("往后顺延一天，时间不变", 24 * 60),
+        ("push it to the day after that, same time", 24 * 60),
+        ("move my 3pm a day later", 24 * 60),
+        ("提前一天", -24 * 60),
+    ],
+)
+def test_a_booking_moved_by_whole_days_keeps_its_time(text: str, shift: int) -> None:
+    ask = parse_move(text, today=NOW.date(), rooms=ROOMS)
+    assert ask.shift == shift and ask.to_start is None
+
+
+def test_another_room_at_the_same_time_is_a_move() -> None:
+    assert reading("后天的Bamboo换成Maple，时间不变").job == Job.MOVE
+    ask = parse_move("后天的Bamboo换成Maple，时间不变", today=NOW.date(), rooms=ROOMS)
+    assert (ask.room, ask.to_room, ask.to_start) == ("R7", "R3", None)
