@@ -100,6 +100,7 @@ LIST = re.compile(
     r"|\b(?:do|did)\s+i\s+have\s+(?:anything|something|any\s+rooms?)\b"
     r"|\bmy\s+(?:upcoming|next|current|existing|booked)\s+(?:bookings?|reservations?|meetings?|rooms?)\b"
     r"|\b(?:anything|something)\s+(?:booked|reserved)\s+(?:for|under|in\s+the\s+name\s+of)\s+me\b"
+    r"|^\s*(?:(?:do\s+i\s+)?(?:have|got)\s+)?(?:anything|something)\s+(?:on\s+)?for\s+me\b"
     r"|\bwhere\s+am\s+i\s+(?:meeting|booked)\b|\bwhich\s+rooms?\s+(?:have|did)\s+i\b"
     r"|我[^，,。]{0,6}(?:有|订了|约了|定了)(?:什么|啥|哪些|几个|没有)?\s*(?:会|会议|预订|预约|房间|会议室)(?:吗|呢|\?|？)?"
     r"|我[^，,。]{0,8}(?:订了|约了|定了|有)(?:啥|什么|哪些|哪几个)|我订的(?:会议室|房间|预订)|我的(?:会议|会|安排)"

@@ -35,7 +35,6 @@ NOT_YET = frozenset(
         "h2-zh-088",
         "h2-zh-096",
         "h2-zh-099",
-        "h3-en-046",
         "h3-en-052",
     }
 )

@@ -353,6 +353,8 @@ def test_book_every_room_is_not_a_booking_of_one(text: str) -> None:
         ("rooms free day after tmrw 9-10am w/ whiteboard?", Job.AVAILABILITY),
         ("列一下我下周四的会议室预订", Job.LIST),
         ("列出我所有的预订", Job.LIST),
+        ("anything for me 5 days from now?", Job.LIST),
+        ("anything free for me tomorrow 2-3pm?", Job.AVAILABILITY),
     ],
 )
 def test_questions_in_everyday_words_are_not_bookings(text: str, job: Job) -> None:
