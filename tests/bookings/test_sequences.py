@@ -275,3 +275,26 @@ def test_checking_in_and_then_moving_a_booking_does_not_dodge_the_no_show_releas
     booking.refresh_from_db()
     assert booking.status == BookingStatus.CANCELLED
     assert booking.cancelled_version == version("R2")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.integration
+def test_a_change_of_a_cancelled_booking_into_a_room_that_needs_approval_is_refused_at_once(e17):
+    """The model-based test found it: a cancelled booking moved into another department's room
+    went to an approver, who could only see it fail. Refused at once, nothing asked."""
+    from agentops.runtime.direct import tool_call_governed
+
+    start, end = slot(days=3, hour=10)
+    booking = booking_create(requester=e17, room="R7", start_at=start, end_at=end, cancelled=True)
+    before = _rows()
+    answer = tool_call_governed(
+        user=e17,
+        name="change_booking",
+        arguments={
+            "booking_id": booking.code,
+            "room_id": "R12",  # another department's room: HIGH
+            "expected_version": version("R12"),
+        },
+    )
+    assert (answer["reason"], answer["code"]) == ("conflict", "booking_not_confirmed"), answer
+    assert _rows() == before

@@ -121,7 +121,7 @@ AVAILABILITY = re.compile(
     r"|\b(?:free|available|open)\s+rooms?\b|\bavailability\b|\bwhen\s+is\b[^.?]{0,40}\b(?:free|available)\b"
     r"|\bis\s+there\s+(?:a|any)\s+(?:free\s+)?room\b|\bcheck\s+(?:if|whether)\b"
     r"|\bwhat'?s\s+(?:free|available|open)\b|\bwho\s+has\b"
-    r"|空着|空闲|有空|空的|空不空|哪些会议室|哪个会议室|哪间|有没有[^，,。]{0,8}(?:会议室|房间|空)"
+    r"|空着|空闲|有空|空的|空不空|哪些会议室|哪个会议室|哪间|(?<!我)有没有[^，,。？?]{0,24}(?:会议室|房间|空|地方)"
     r"|(?:可用|能用)(?:吗|的)|被占|被订|看看|查\s*1?\s*下|看\s*1?\s*下|查查|帮我查|还有[^，,。]{0,6}(?:会议室|房间)"
     r"|\b(?:any\s+chance|is\s+it\s+possible)\b[^.?]{0,50}\b(?:room|free|available)\b"
     r"|\b(?:do\s+you\s+have|got|have\s+you\s+got)\s+(?:a|any)\s+(?:free\s+|empty\s+|open\s+)?rooms?\b[^.]*\?"
