@@ -170,6 +170,7 @@ TOOLS = [
         verify=adapters.change_verify,
         assess_risk=adapters.change_risk,
         validate=validate.change_validate,
+        recheck=adapters.change_recheck,
         environment_version=adapters.change_environment_version,
         policy_facts=adapters.change_policy_facts,
         summarize=adapters.change_summarize,

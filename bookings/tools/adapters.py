@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from django.db import OperationalError
+from django.db.backends.postgresql.psycopg_any import DateTimeTZRange
 from django.utils import timezone
 from django.utils.translation import gettext_noop
 
@@ -385,6 +386,48 @@ def reserve_recheck(ctx: CallContext, args: ReserveRoomInput) -> tuple[Message, 
                     "the booking would be refused as out of date."
                 ),
                 {"room": room.code},
+            )
+        )
+    return tuple(problems)
+
+
+def change_recheck(ctx: CallContext, args: ChangeBookingInput) -> tuple[Message, ...]:
+    """What would make this waiting change fail if it ran now: the booking gone or cancelled
+    meanwhile, the requester no longer allowed, the time begun, or the new window taken."""
+    booking = Booking.objects.select_related("room").filter(code=args.booking_id).first()
+    if booking is None:
+        return (
+            Message(gettext_noop("%(booking)s no longer exists."), {"booking": args.booking_id}),
+        )
+    problems = _requester_problems(ctx)
+    if booking.status != BookingStatus.CONFIRMED:
+        problems.append(
+            Message(
+                gettext_noop("%(booking)s was cancelled meanwhile: there is nothing to change."),
+                {"booking": booking.code},
+            )
+        )
+        return tuple(problems)
+    start = args.start_at or booking.during.lower
+    end = args.end_at or booking.during.upper
+    if start <= timezone.now():
+        problems.append(Message(gettext_noop("The time has already begun or passed.")))
+    code = args.room_id or booking.room.code
+    taken = (
+        Booking.objects.filter(
+            room__code=code,
+            status=BookingStatus.CONFIRMED,
+            during__overlap=DateTimeTZRange(start, end, "[)"),
+        )
+        .exclude(pk=booking.pk)
+        .values_list("during", flat=True)
+        .first()
+    )
+    if taken is not None:
+        problems.append(
+            Message(
+                gettext_noop("%(room)s was taken meanwhile: another booking holds %(when)s."),
+                {"room": code, "when": _span(taken.lower, taken.upper)},
             )
         )
     return tuple(problems)

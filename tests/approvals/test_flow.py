@@ -601,3 +601,38 @@ def test_an_admins_edit_of_the_room_invalidates_an_approval_of_a_series(worker, 
     assert action.result["code"] == "approval_drifted"
     assert "policy_facts" in action.result["message"]
     assert not Booking.objects.exists()
+
+
+def test_a_waiting_move_whose_booking_was_cancelled_is_shown_and_closed_as_no_longer_possible(
+    worker, e17, approver
+):
+    """The model-based test found it: the approver's card showed a waiting move of a booking
+    cancelled meanwhile as still possible. The card says why not, and the sweep closes it."""
+    from agentops.runtime.direct import tool_call_governed
+    from tests.bookings.factories import booking_create
+
+    booking = booking_create(requester=e17, room="R7", start_at=START, end_at=END)
+    answer = tool_call_governed(
+        user=e17,
+        name="change_booking",
+        arguments={
+            "booking_id": booking.code,
+            "room_id": "R12",  # another department's room: an approver decides
+            "expected_version": Room.objects.get(code="R12").schedule_version,
+        },
+    )
+    assert answer["code"] == "approval_pending", answer
+    request = ApprovalRequest.objects.get()
+    assert approval_card(request=request).problems == []
+    booking_cancel(user=e17, booking_code=booking.code)
+
+    problems = approval_card(request=request).problems
+    assert [p["msgid"] for p in problems] == [
+        "%(booking)s was cancelled meanwhile: there is nothing to change."
+    ]
+    assert not approval_decide(
+        request_id=request.pk, approver=approver, approve=True, reason="ok"
+    ).ok
+    assert sweeper.sweep()["overtaken_approvals"] == 1
+    request.refresh_from_db()
+    assert request.status == "overtaken"
