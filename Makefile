@@ -96,12 +96,19 @@ bench-chaos: venv
 
 # Not part of CI: at least 1,000 seeded chaos trials over every fault the suite knows, with two
 # more processes keeping the CPU busy; prints the invariants (all must be 0) as JSON, keeps them
-# in bench/soak.json and puts them in bench/REPORT.md's soak section.
+# in bench/soak.json and puts them in bench/REPORT.md's soak section. Then the booking state
+# machine's model-based test (tests/bookings/test_state_machine.py) at a large size: make test
+# runs it at 20 sequences of 30 steps, the soak at SOAK_MODEL_EXAMPLES of SOAK_MODEL_STEPS.
 SOAK_TRIALS ?= 1000
 SOAK_LOAD ?= 2
+SOAK_MODEL_EXAMPLES ?= 500
+SOAK_MODEL_STEPS ?= 60
 soak: venv
 	$(PY) -m config.devservers exec --var var/soak --fresh --fast -- $(PY) bench/chaos.py --total-trials $(SOAK_TRIALS) --load $(SOAK_LOAD) --out bench/soak.json; \
-	status=$$?; $(PY) bench/report.py --soak; exit $$status
+	status=$$?; $(PY) bench/report.py --soak; \
+	BOOKING_MODEL_EXAMPLES=$(SOAK_MODEL_EXAMPLES) BOOKING_MODEL_STEPS=$(SOAK_MODEL_STEPS) \
+	  $(PY) -m config.devservers exec --var var/soak-model --fresh --fast -- $(PY) -m pytest -p no:cacheprovider tests/bookings/test_state_machine.py || status=1; \
+	exit $$status
 
 # The product against LangGraph, DBOS, the OpenAI Agents SDK and bare psycopg on the same
 # two-call booking (bench/README.md); var/bench/peers.json, then bench/REPORT.md's peers section.
