@@ -136,6 +136,15 @@ def _free_flags(room: Room, found: list[Occurrence]) -> list[bool]:
     return [not any(b.lower < o.end_at and o.start_at < b.upper for b in busy) for o in found]
 
 
+def occurrences_taken(*, room_code: str, found: list[Occurrence]) -> int | None:
+    """How many of ``found`` a confirmed booking of the room already holds (None: no such
+    room): what an approver's card says of a waiting series."""
+    room = Room.objects.filter(code=room_code).first()
+    if room is None:
+        return None
+    return sum(not free for free in _free_flags(room, found)) if found else 0
+
+
 def approval_reasons(*, user: User, room: Room) -> list[str]:
     """Why booking this room asks an approver (the booking policy's room rules), as msgids."""
     reasons = []

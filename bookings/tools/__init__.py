@@ -261,6 +261,7 @@ TOOLS = [
         assess_risk=series.reserve_series_risk,
         validate=validate.series_validate,
         policy_facts=series.reserve_series_policy_facts,
+        recheck=series.reserve_series_recheck,
         environment_version=series.reserve_series_environment_version,
         summarize=series.reserve_series_summarize,
         acts_at=adapters.starts_at,

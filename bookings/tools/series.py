@@ -7,11 +7,12 @@ from typing import Any
 
 from django.db import OperationalError, connection, transaction
 from django.utils import timezone, translation
-from django.utils.translation import gettext, ngettext
+from django.utils.translation import gettext, gettext_noop, ngettext
 
 from agentops.contract import (
     CallContext,
     Compensation,
+    Message,
     ReceiptLookup,
     ReceiptStatus,
     Risk,
@@ -174,6 +175,32 @@ def _occurrence_list(args: ReserveSeriesInput) -> str:
         return f"occurrences: {exc.message}"
     times = ", ".join(f"{timezone.localtime(o.start_at):%Y-%m-%d %H:%M}" for o in found)
     return f"{len(found)} occurrences: {times}"
+
+
+def reserve_series_recheck(ctx: CallContext, args: ReserveSeriesInput) -> tuple[Message, ...]:
+    """What would make this waiting series fail if it ran now (empty: it can still succeed):
+    a rule no longer valid, the first meeting begun, its room gone, or meetings taken meanwhile
+    ("all": any of them; "free only": every one)."""
+    try:
+        found = occurrences(
+            rule=args.rrule, first_start=args.start_at, duration=args.end_at - args.start_at
+        )
+    except BookingError as exc:
+        return (Message(exc.message, exc.params),)
+    problems = []
+    if args.start_at <= timezone.now():
+        problems.append(Message(gettext_noop("The time has already begun or passed.")))
+    taken = series_service.occurrences_taken(room_code=args.room_id, found=found)
+    if taken is None:
+        return (Message(gettext_noop("%(room)s no longer exists."), {"room": args.room_id}),)
+    if taken and (args.mode == "all" or taken == len(found)):
+        problems.append(
+            Message(
+                gettext_noop("%(room)s is already booked at %(count)d of these times."),
+                {"room": args.room_id, "count": taken},
+            )
+        )
+    return tuple(problems)
 
 
 def reserve_series_policy_facts(args: ReserveSeriesInput) -> dict[str, Any]:

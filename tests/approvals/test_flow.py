@@ -636,3 +636,48 @@ def test_a_waiting_move_whose_booking_was_cancelled_is_shown_and_closed_as_no_lo
     assert sweeper.sweep()["overtaken_approvals"] == 1
     request.refresh_from_db()
     assert request.status == "overtaken"
+
+
+def test_a_premium_series_with_a_taken_time_shows_it_on_the_card_and_cannot_be_approved(
+    worker, e17, e23, admin_user, approver
+):
+    """The model-based test found it (F8): a series of the premium room in "all" mode with one
+    of its times taken went to an approver whose card said it could still be done; approved,
+    it failed. The card says which times are taken, the decision is refused, the sweep closes
+    it."""
+    from agentops.runtime.direct import tool_call_governed
+
+    booking_reserve(  # the second meeting's time is taken
+        user=admin_user,
+        room_code="R16",
+        start_at=START + timedelta(days=7),
+        end_at=END + timedelta(days=7),
+        attendees=2,
+        idempotency_key="taken",
+    )
+    answer = tool_call_governed(
+        user=e17,
+        name="reserve_series",
+        arguments={
+            "room_id": "R16",
+            "start_at": START.isoformat(),
+            "end_at": END.isoformat(),
+            "rrule": "FREQ=WEEKLY;COUNT=2",
+            "attendees": 3,
+            "mode": "all",
+        },
+    )
+    assert answer["code"] == "approval_pending", answer
+    request = ApprovalRequest.objects.get()
+    problems = approval_card(request=request).problems
+    assert problems == [
+        {
+            "msgid": "%(room)s is already booked at %(count)d of these times.",
+            "params": {"room": "R16", "count": 1},
+        }
+    ]
+    assert not approval_decide(
+        request_id=request.pk, approver=approver, approve=True, reason="ok"
+    ).ok
+    assert sweeper.sweep()["overtaken_approvals"] == 1
+    assert Booking.objects.count() == 1  # only the one that was there
