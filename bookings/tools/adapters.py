@@ -391,22 +391,30 @@ def reserve_recheck(ctx: CallContext, args: ReserveRoomInput) -> tuple[Message, 
     return tuple(problems)
 
 
+def _booking_problems(
+    ctx: CallContext, booking: Booking | None, code: str, *, cancelled: str
+) -> list[Message]:
+    """A waiting change's or cancel's booking as it is now: gone (that alone), or the
+    requester's problems and, when it is no longer confirmed, ``cancelled``."""
+    if booking is None:
+        return [Message(gettext_noop("%(booking)s no longer exists."), {"booking": code})]
+    problems = _requester_problems(ctx)
+    if booking.status != BookingStatus.CONFIRMED:
+        problems.append(Message(cancelled, {"booking": booking.code}))
+    return problems
+
+
 def change_recheck(ctx: CallContext, args: ChangeBookingInput) -> tuple[Message, ...]:
     """What would make this waiting change fail if it ran now: the booking gone or cancelled
     meanwhile, the requester no longer allowed, the time begun, or the new window taken."""
     booking = Booking.objects.select_related("room").filter(code=args.booking_id).first()
-    if booking is None:
-        return (
-            Message(gettext_noop("%(booking)s no longer exists."), {"booking": args.booking_id}),
-        )
-    problems = _requester_problems(ctx)
-    if booking.status != BookingStatus.CONFIRMED:
-        problems.append(
-            Message(
-                gettext_noop("%(booking)s was cancelled meanwhile: there is nothing to change."),
-                {"booking": booking.code},
-            )
-        )
+    problems = _booking_problems(
+        ctx,
+        booking,
+        args.booking_id,
+        cancelled=gettext_noop("%(booking)s was cancelled meanwhile: there is nothing to change."),
+    )
+    if booking is None or booking.status != BookingStatus.CONFIRMED:
         return tuple(problems)
     start = args.start_at or booking.during.lower
     end = args.end_at or booking.during.upper
@@ -453,18 +461,14 @@ def cancel_describe(ctx: CallContext, args: BookingRef) -> Message:
 
 def cancel_recheck(ctx: CallContext, args: BookingRef) -> tuple[Message, ...]:
     booking = Booking.objects.filter(code=args.booking_id).only("status", "requester_id").first()
+    problems = _booking_problems(
+        ctx,
+        booking,
+        args.booking_id,
+        cancelled=gettext_noop("%(booking)s is already cancelled: there is nothing to cancel."),
+    )
     if booking is None:
-        return (
-            Message(gettext_noop("%(booking)s no longer exists."), {"booking": args.booking_id}),
-        )
-    problems = _requester_problems(ctx)
-    if booking.status != BookingStatus.CONFIRMED:
-        problems.append(
-            Message(
-                gettext_noop("%(booking)s is already cancelled: there is nothing to cancel."),
-                {"booking": booking.code},
-            )
-        )
+        return tuple(problems)
     if booking.requester_id != ctx.user.pk and Role.ADMIN not in user_roles(user=ctx.user):
         problems.append(
             Message(
