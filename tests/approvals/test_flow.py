@@ -568,13 +568,12 @@ def test_a_waiting_request_whose_slot_someone_else_took_is_closed_and_its_reques
     assert sweeper.sweep()["overtaken_approvals"] == 0
 
 
-def test_an_admins_edit_of_the_room_invalidates_an_approval_of_a_series(worker, e17, approver):
-    """A recurring series' approval binds the room's facts too: an edit of the room after the
-    request voids it, as for one booking."""
+def premium_series_waiting(user) -> ApprovalRequest:
+    """A weekly series of two meetings in R16 asked for through the runtime: its request."""
     from agentops.runtime.direct import tool_call_governed
 
     answer = tool_call_governed(
-        user=e17,
+        user=user,
         name="reserve_series",
         arguments={
             "room_id": "R16",
@@ -586,7 +585,13 @@ def test_an_admins_edit_of_the_room_invalidates_an_approval_of_a_series(worker, 
         },
     )
     assert answer["code"] == "approval_pending", answer
-    request = ApprovalRequest.objects.get()
+    return ApprovalRequest.objects.get()
+
+
+def test_an_admins_edit_of_the_room_invalidates_an_approval_of_a_series(worker, e17, approver):
+    """A recurring series' approval binds the room's facts too: an edit of the room after the
+    request voids it, as for one booking."""
+    request = premium_series_waiting(e17)
     assert request.binding["policy_facts"]["facts"]["requires_approval"] is True
     with transaction.atomic():  # the edit lands after the decision, before the call runs
         assert approval_decide(
@@ -645,7 +650,6 @@ def test_a_premium_series_with_a_taken_time_shows_it_on_the_card_and_cannot_be_a
     of its times taken went to an approver whose card said it could still be done; approved,
     it failed. The card says which times are taken, the decision is refused, the sweep closes
     it."""
-    from agentops.runtime.direct import tool_call_governed
 
     booking_reserve(  # the second meeting's time is taken
         user=admin_user,
@@ -655,20 +659,7 @@ def test_a_premium_series_with_a_taken_time_shows_it_on_the_card_and_cannot_be_a
         attendees=2,
         idempotency_key="taken",
     )
-    answer = tool_call_governed(
-        user=e17,
-        name="reserve_series",
-        arguments={
-            "room_id": "R16",
-            "start_at": START.isoformat(),
-            "end_at": END.isoformat(),
-            "rrule": "FREQ=WEEKLY;COUNT=2",
-            "attendees": 3,
-            "mode": "all",
-        },
-    )
-    assert answer["code"] == "approval_pending", answer
-    request = ApprovalRequest.objects.get()
+    request = premium_series_waiting(e17)
     problems = approval_card(request=request).problems
     assert problems == [
         {
